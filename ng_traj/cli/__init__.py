@@ -1,0 +1,47 @@
+"""The ``ng-traj`` command line: a thin shell over the library, one module per command.
+
+Heavy imports (the contract models, pyarrow) happen inside the commands so that ``--help`` stays fast.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from ng_traj import __version__
+from ng_traj.cli import schema, validate
+
+app = typer.Typer(
+    name="ng-traj",
+    help="Assemble NeMo Gym ng_trajectory records offline from retained rollout artifacts, "
+    "validate trajectory files, and report C1–C7 coverage.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"ng-traj {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool, typer.Option("--version", callback=_version, is_eager=True, help="Print the version and exit.")
+    ] = False,
+) -> None:
+    """ng-traj: trajectories from retained rollout artifacts."""
+
+
+app.command("validate")(validate.command)
+app.command("schema")(schema.command)
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

@@ -1,0 +1,99 @@
+"""What every command shares: error handling, exit codes, diagnostics output, progress.
+
+Exit codes (PRODUCT.md §6, §10.15): 0 success (warnings allowed), 1 data errors, 2 usage or tool
+errors, 130 interrupted. Expected errors print one red line and no traceback; ``--debug`` adds the
+traceback of unexpected ones. Colour follows ``NO_COLOR`` and is off when stderr is not a terminal.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+from ng_traj.diagnostics import Diagnostic, RunError
+
+EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+
+DEBUG_HELP = "Show a traceback for unexpected errors."
+JSON_HELP = "Machine-readable output (JSON) instead of text."
+
+
+def stderr_console() -> Console:
+    """A console on standard error (colour off when not a terminal or under ``NO_COLOR``)."""
+    return Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def guarded(debug: bool, body: Callable[[], int]) -> None:
+    """Run a command body and exit with its code, mapping failures to exit codes.
+
+    Raises:
+        typer.Exit: Always, with the body's code, 2 for a :class:`RunError` or an unexpected error,
+            130 on interrupt.
+    """
+    console = stderr_console()
+    try:
+        code = body()
+    except RunError as exc:
+        console.print(f"[bold red]error:[/] {exc}", markup=True)
+        code = EXIT_USAGE
+    except KeyboardInterrupt:
+        console.print("[yellow]interrupted[/]")
+        code = EXIT_INTERRUPTED
+    except BrokenPipeError:
+        code = EXIT_OK
+    except Exception as exc:
+        if debug:
+            traceback.print_exc()
+        console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (run with --debug for a traceback)")
+        code = EXIT_USAGE
+    raise typer.Exit(code)
+
+
+def diagnostic_printer(console: Console | None) -> Callable[[Diagnostic], None]:
+    """Return a function printing one diagnostic line to stderr (through ``console`` when given)."""
+    if console is None:
+        write = sys.stderr.write
+        return lambda diagnostic: write(diagnostic.render() + "\n")
+    return lambda diagnostic: console.print(diagnostic.render(), markup=False, highlight=False)
+
+
+@dataclass
+class ByteProgress:
+    """Progress over bytes read; a no-op when standard error is not a terminal."""
+
+    progress: Progress | None
+    task: int | None = None
+
+    def start(self, description: str, total: int) -> None:
+        """Begin a new bar for one input of ``total`` bytes."""
+        if self.progress is not None:
+            self.task = self.progress.add_task(description, total=total)
+
+    def advance_to(self, completed: int) -> None:
+        """Move the current bar to ``completed`` bytes."""
+        if self.progress is not None and self.task is not None:
+            self.progress.update(self.task, completed=completed)
+
+    @property
+    def console(self) -> Console | None:
+        """The live console to print through while the bar shows, if any."""
+        return self.progress.console if self.progress is not None else None
+
+
+@contextlib.contextmanager
+def byte_progress(enabled: bool = True) -> Iterator[ByteProgress]:
+    """A progress bar on standard error when it is a terminal, else nothing (PRODUCT.md §6)."""
+    console = stderr_console()
+    if not (enabled and console.is_terminal):
+        yield ByteProgress(None)
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
+    with Progress(*columns, console=console, transient=True) as progress:
+        yield ByteProgress(progress)

@@ -1,0 +1,57 @@
+"""``ng-traj schema``: print, write or check the generated JSON Schemas."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stderr_console
+from ng_traj.diagnostics import RunError
+
+
+def command(
+    name: Annotated[
+        str | None, typer.Argument(help="ng_trajectory or ng_agent_observations; all when omitted.")
+    ] = None,
+    write: Annotated[bool, typer.Option("--write", help="Write the files into --dir instead of printing.")] = False,
+    check: Annotated[bool, typer.Option("--check", help="Exit 1 when a file in --dir differs.")] = False,
+    directory: Annotated[Path, typer.Option("--dir", help="Folder of the schema files.")] = Path("schemas"),
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+) -> None:
+    """Print, write (--write) or check (--check) the JSON Schemas generated from the contract models."""
+    guarded(debug, lambda: _run(name, write, check, directory))
+
+
+def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
+    from ng_traj.contract.schemas import SCHEMA_MODELS, file_name, render
+    from ng_traj.io.atomic import atomic_file
+
+    if name is not None and name not in SCHEMA_MODELS:
+        raise RunError(f"unknown schema {name!r}; choose from {', '.join(SCHEMA_MODELS)}")
+    names = [name] if name else list(SCHEMA_MODELS)
+    if not (write or check):
+        for each in names:
+            typer.echo(render(each), nl=False)
+        return EXIT_OK
+    if not directory.is_dir():
+        raise RunError(f"schema folder {directory} does not exist")
+    console = stderr_console()
+    stale = []
+    for each in names:
+        target = directory / file_name(each)
+        text = render(each)
+        current = target.read_text(encoding="utf-8") if target.exists() else None
+        if current == text:
+            continue
+        if check:
+            stale.append(str(target))
+            continue
+        with atomic_file(target) as handle:
+            handle.write(text.encode("utf-8"))
+        console.print(f"wrote {target}")
+    if stale:
+        console.print(f"[red]out of date:[/] {', '.join(stale)} (run `ng-traj schema --write`)")
+        return EXIT_DATA
+    return EXIT_OK

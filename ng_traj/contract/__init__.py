@@ -1,0 +1,41 @@
+"""The contracts ng-traj reads and writes, mirroring NeMo Gym field for field (gym-reference.md §2.6, §3)."""
+
+from ng_traj.contract.base import ModelServerRef
+from ng_traj.contract.capture import ModelCallRecord
+from ng_traj.contract.observations import (
+    AgentInvocation,
+    AgentObservationBundle,
+    ContextCompactionObservation,
+    ModelCallRef,
+    ObservationGap,
+    SandboxObservation,
+    ToolCallObservation,
+)
+from ng_traj.contract.trajectory import (
+    SCHEMA_VERSION,
+    TrajectoryModelCall,
+    TrajectoryRecord,
+    TrajectoryResponseMetadata,
+    TrajectoryTokenStats,
+    TrajectoryToolCall,
+    TrajectoryTurn,
+)
+
+__all__ = [
+    "SCHEMA_VERSION",
+    "AgentInvocation",
+    "AgentObservationBundle",
+    "ContextCompactionObservation",
+    "ModelCallRecord",
+    "ModelCallRef",
+    "ModelServerRef",
+    "ObservationGap",
+    "SandboxObservation",
+    "ToolCallObservation",
+    "TrajectoryModelCall",
+    "TrajectoryRecord",
+    "TrajectoryResponseMetadata",
+    "TrajectoryTokenStats",
+    "TrajectoryToolCall",
+    "TrajectoryTurn",
+]

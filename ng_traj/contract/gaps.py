@@ -1,0 +1,134 @@
+"""The gap-code catalogue: every code NeMo Gym emits (gym-reference.md §6) and the codes ng-traj adds.
+
+Upstream codes are reused wherever the meaning is the same (PRODUCT.md §10.1). ng-traj's own codes
+are listed in ``NG_TRAJ_GAPS`` and documented in the README; ``ng-traj validate`` warns about any code
+in neither table.
+"""
+
+from __future__ import annotations
+
+UPSTREAM_GAPS: dict[str, str] = {
+    # §6.1 capture, collector, join
+    "model_call_capture_no_records": "no capture file or marker for the rollout, or the file had no records",
+    "model_call_capture_records_unreadable": "n capture lines were not JSON objects or not valid records",
+    "model_call_capture_incomplete": "the .capture.incomplete marker is present: a capture write was lost",
+    "model_call_capture_unreadable": "reading the capture store failed",
+    "agent_observation_join_failed": "observations could not be validated or joined",
+    "compaction_model_call_join_failed": "Claude Code compaction association failed",
+    "model_call_reference_unmatched": "no captured call matches the reference",
+    "model_call_reference_ambiguous": "several captured calls match the reference",
+    "model_call_reference_conflict": "the matched call is already owned by another reference",
+    "model_call_ownership_unavailable": "a captured call is owned by no invocation, or a producer cannot name its calls",
+    "producer_trajectory_identity_mismatch": "producer ids differ from the canonical ids; turns rewritten",
+    "producer_trajectory_invalid": "the producer ng_trajectory failed validation and was ignored",
+    "agent_observations_invalid": "ng_agent_observations failed validation and was ignored",
+    "model_call_capture_gap_invalid": "a capture gap entry was not a valid gap",
+    "model_calls_unavailable": "the trajectory has no model calls",
+    "turns_unavailable": "the trajectory has no turns",
+    "conversation_unavailable": "no invocation has a non-empty conversation",
+    "trajectory_projection_failed": "the projection raised; payloads retained",
+    # §6.2 simple agent, LabBench
+    "model_call_reference_unavailable": "a model response had no id for this turn",
+    "resolution_unavailable": "the verify result had no boolean resolved",
+    "multimodal_history_redacted": "images were stripped; payload copies omitted",
+    # §6.3 shared producer codes
+    "observation_capture_failed": "observation building raised; the bundle holds only this gap",
+    "observation_parse_failed": "the extractor raised",
+    "no_sandbox_runtime": "the harness ran locally; no sandbox observation exists",
+    "sandbox_observation_unavailable": "sandbox observation unavailable for this terminal backend",
+    "agent_transcript_unavailable": "no usable transcript or artifact",
+    "subagent_hierarchy_unavailable": "sub-agent lineage is not observable",
+    "invocation_outcome_unavailable": "no explicit invocation outcome",
+    "tool_timing_unavailable": "no valid start/completion interval for the tool call",
+    "tool_outcome_unavailable": "tool status unknown",
+    "compaction_summary_unavailable": "compaction without summary",
+    "compaction_tokens_after_unavailable": "no post-compaction token count",
+    "compaction_model_call_boundary_unavailable": "before/after model calls of a compaction not observable",
+    "compaction_outcome_unavailable": "compaction outcome unknown",
+    "compaction_after_model_call_unavailable": "no identifiable model call after compaction",
+    "subagent_parent_unavailable": "sub-agent without resolvable parent",
+    "subagent_spawn_tool_unavailable": "parent known but not the spawning tool call",
+    # §6.4 Claude Code
+    "transcript_dir_missing": "Claude Code config or projects directory missing",
+    "transcript_dir_unreadable": "transcript directory unreadable",
+    "transcript_unreadable": "a transcript file could not be read",
+    "malformed_transcript_line": "a transcript line is not JSON",
+    "invalid_transcript_record": "a transcript line is JSON but not an object",
+    "model_response_id_missing": "assistant message without response id",
+    "unsupported_assistant_content_block": "assistant content block of an unsupported type",
+    "invalid_assistant_content": "assistant content of an invalid shape",
+    "assistant_item_id_missing": "no id for an assistant output item",
+    "reasoning_item_id_missing": "no id for a reasoning item",
+    "tool_call_id_missing": "tool call without id",
+    "unsupported_user_content_block": "user content block of an unsupported type",
+    "invalid_user_content": "user content of an invalid shape",
+    "tool_result_id_missing": "tool result without id",
+    "conflicting_subagent_parent": "a sub-agent claims two parents",
+    "cyclic_subagent_parent": "a sub-agent parent link would form a cycle",
+    "ambiguous_subagent_relation": "several tool results could spawn the sub-agent",
+    "compaction_before_model_call_unavailable": "no model call before the compaction",
+    "compaction_model_call_reference_unavailable": "the compaction's own model call is not referenced",
+    "compaction_timestamp_missing": "compaction without timestamp",
+    "ambiguous_tool_artifact": "more than one start or finish for a tool call",
+    "tool_start_missing": "tool result without start",
+    "tool_result_missing": "tool call without result",
+    "tool_start_timestamp_missing": "tool start without timestamp",
+    "tool_result_timestamp_missing": "tool result without timestamp",
+    "tool_timing_invalid": "tool completion precedes its start",
+    "subagent_transcript_missing": "referenced sub-agent has no transcript",
+    "compaction_model_call_match_ambiguous": "several captured calls match a compaction",
+    # §6.5 OpenClaw, PinchBench
+    "agent_session_store_unreadable": "a sessions.json store is unreadable or not an object",
+    "agent_session_entry_unparseable": "a session store entry is not an object",
+    "agent_session_identity_ambiguous": "a session key appears in two stores",
+    "subagent_parent_ambiguous": "spawnedBy and parentSessionKey disagree",
+    "subagent_hierarchy_incomplete": "the sub-agent tree is incomplete",
+    "agent_invocation_unavailable": "a session yielded no invocation",
+    "context_compaction_unavailable": "compaction not observable",
+    "agent_conversation_branching_unavailable": "the transcript branches; branches not resolved",
+    "tool_call_identity_ambiguous": "a tool call id appears more than once",
+    "agent_artifact_record_unparseable": "an artifact line is not a JSON object",
+    "tool_result_unowned": "a tool result names no unique model-visible call",
+    # §6.6 Hermes
+    "hermes_hook_unavailable": "a Hermes runtime hook is missing",
+    "hermes_observer_error": "the Hermes observer raised",
+    "model_response_id_unavailable": "a model call returned no response id",
+    "subagent_spawn_unattributed": "a child agent not spawned by delegate_task",
+    "duplicate_tool_call": "a tool call started twice",
+    "reasoning_details_unavailable": "provider reasoning_details not converted",
+    # §6.7 Pi
+    "compaction_start_unavailable": "compaction end without start",
+    "compaction_result_unavailable": "compaction without result",
+    "compaction_tokens_before_unavailable": "no pre-compaction token count",
+    "compaction_boundary_unavailable": "compaction without first kept entry",
+    # §6.8 OpenCode
+    "agent_artifact_unavailable": "the OpenCode database is missing or unreadable",
+    "agent_artifact_record_unowned": "a message or part belongs to no session",
+    "tool_call_identity_unavailable": "a tool part has no call id",
+    "compaction_summary_ambiguous": "several summaries for one compaction",
+    "compaction_first_kept_item_unavailable": "first kept item not resolvable",
+    "compaction_token_counts_unavailable": "compaction token counts not reported",
+    "subagent_spawn_ambiguous": "several tool calls could have spawned the sub-agent",
+    "agent_run_timeout": "the agent run timed out",
+}
+
+NG_TRAJ_GAPS: dict[str, str] = {
+    "rollout_identity_unavailable": (
+        "the rollout row has no _ng_rollout_id and no task/rollout indices; rollout_id is <file>:<line>"
+    ),
+    "rollout_record_unavailable": (
+        "artifacts (capture file, sessions) with no rollout row in the build; detail names the artifact"
+    ),
+    "rollout_attribution_ambiguous": (
+        "the artifact's rollout id exists in several runs of the build and no manifest picks one"
+    ),
+    "conversation_from_rollout_record": (
+        "no agent-side conversation evidence: the root invocation was rebuilt from the row's request "
+        "input and response output (not reference behaviour)"
+    ),
+    "rollout_record_line_unreadable": (
+        "a line of the rollout's own artifacts was corrupt and skipped; detail is <file>:<line>"
+    ),
+}
+
+KNOWN_GAPS: frozenset[str] = frozenset(UPSTREAM_GAPS) | frozenset(NG_TRAJ_GAPS)

@@ -1,0 +1,128 @@
+"""Diagnostics: problems in the *data*, collected and counted, never stopping a run.
+
+A diagnostic renders as ``path:line: severity[code] pointer: message`` (PRODUCT.md §6); the line
+and pointer parts are left out where there is none. Problems with the *run* itself (missing paths,
+bad flags) are not diagnostics: they raise :class:`RunError` and end the command with exit code 2.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Literal
+
+Severity = Literal["error", "warning", "info"]
+
+CODES: dict[str, str] = {
+    # line reading (io/lines.py)
+    "invalid_json": "the line is not valid JSON",
+    "truncated_line": "the last line of the file ends without a newline and is not valid JSON",
+    "nul_byte": "the line contains a raw NUL byte",
+    "invalid_utf8": "the line is not valid UTF-8",
+    "lone_surrogate": "a string held a lone UTF-16 surrogate escape; replaced by U+FFFD, record kept",
+    "line_too_long": "the line exceeds the line-size limit and was skipped without being read whole",
+    "not_an_object": "the line is JSON but not an object",
+    "unreadable_file": "the file could not be opened or read",
+    # contract validation (validate.py)
+    "unknown_field": "a field the contract does not define",
+    "missing_field": "a required field is absent",
+    "invalid_type": "a value of the wrong type",
+    "invalid_value": "a value outside the allowed set",
+    "negative_value": "a count, duration or latency below zero",
+    "out_of_range": "a number outside its allowed range",
+    "schema_version_unsupported": "schema_version is not 1.0",
+    "invalid_conversation_item": "a conversation item matches none of the item shapes",
+    "invalid_input_video": "an input_video part without exactly one non-empty source",
+    "token_metadata_incomplete": "token metadata present but incomplete on a conversation item",
+    "missing_join_key": "a model-call ref without model_call_id or model_ref + response_id",
+    "duplicate_invocation_id": "two invocations share an invocation_id",
+    "duplicate_model_call_id": "two model calls share a model_call_id",
+    "duplicate_turn": "two turns share (invocation_id, turn_no)",
+    "turn_identity_mismatch": "a turn's task_id or rollout_id differs from the record's",
+    "tool_timing_reversed": "a tool call completes before it starts",
+    "parent_cycle": "parent_invocation_id links form a cycle (error in bundles, warning in trajectories)",
+    "unresolved_model_call_ref": "a turn or invocation ref names no model call of the record",
+    "tool_call_without_function_call": "a tool call has no function_call with its id in any conversation",
+    "unknown_gap_code": "a gap code neither NeMo Gym nor ng-traj defines",
+    "trajectory_missing": "a rollout row carries no ng_trajectory",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    """One problem found in the data.
+
+    Attributes:
+        severity: ``error`` (the record is invalid or was skipped), ``warning`` or ``info``.
+        code: Stable identifier from :data:`CODES` or a source module's codes.
+        message: One sentence; never contains payload text beyond a short quoted value.
+        path: Input file, when the problem is in one.
+        line: 1-based line number in ``path``.
+        offset: Byte offset of the line's first byte in ``path``.
+        pointer: Dotted field path inside the record (``invocations.0.conversation.3``).
+    """
+
+    severity: Severity
+    code: str
+    message: str
+    path: str | None = None
+    line: int | None = None
+    offset: int | None = None
+    pointer: str | None = None
+
+    def render(self) -> str:
+        """Render as ``path:line: severity[code] pointer: message``."""
+        where = self.path or "-"
+        if self.line is not None:
+            where = f"{where}:{self.line}"
+        head = f"{where}: {self.severity}[{self.code}]"
+        if self.pointer:
+            head = f"{head} {self.pointer}"
+        return f"{head}: {self.message}"
+
+    def to_json(self) -> dict[str, object]:
+        """Return the diagnostic as a JSON object (all keys present, nulls included)."""
+        return {
+            "path": self.path,
+            "line": self.line,
+            "offset": self.offset,
+            "severity": self.severity,
+            "code": self.code,
+            "pointer": self.pointer,
+            "message": self.message,
+        }
+
+
+@dataclass(slots=True)
+class DiagnosticSink:
+    """Counts diagnostics and hands each one to ``emit`` as it arrives (nothing is retained).
+
+    Args:
+        emit: Called once per diagnostic, e.g. to print it; ``None`` only counts.
+    """
+
+    emit: Callable[[Diagnostic], None] | None = None
+    by_severity: Counter[str] = field(default_factory=Counter)
+    by_code: Counter[str] = field(default_factory=Counter)
+
+    def add(self, diagnostic: Diagnostic) -> None:
+        """Count ``diagnostic`` and emit it."""
+        self.by_severity[diagnostic.severity] += 1
+        self.by_code[diagnostic.code] += 1
+        if self.emit is not None:
+            self.emit(diagnostic)
+
+    @property
+    def errors(self) -> int:
+        """Number of error diagnostics so far."""
+        return self.by_severity["error"]
+
+    @property
+    def warnings(self) -> int:
+        """Number of warning diagnostics so far."""
+        return self.by_severity["warning"]
+
+
+class RunError(Exception):
+    """A problem with the run itself (missing input, unwritable output, bad flags): exit code 2."""

@@ -1,0 +1,88 @@
+"""Atomic outputs: a file or directory appears complete or not at all (PRODUCT.md §8).
+
+Data is written to a hidden temporary sibling of the target and renamed over it only when the
+writer finished without an exception; a killed or failed run leaves the previous output (or none)
+and at most a stale ``.<name>.tmp-*`` sibling.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import BinaryIO
+
+from ng_traj.diagnostics import RunError
+
+STDOUT = "-"
+
+
+def _check_parent(target: Path) -> Path:
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise RunError(f"output folder {parent} does not exist")
+    if target.is_dir() and not target.is_symlink():
+        raise RunError(f"output {target} is a directory; give a file path")
+    return parent
+
+
+@contextlib.contextmanager
+def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
+    """Open ``path`` for binary writing, atomically; ``-`` is standard output.
+
+    Raises:
+        RunError: The parent folder is missing or the target is a directory.
+    """
+    if str(path) == STDOUT:
+        yield sys.stdout.buffer
+        sys.stdout.buffer.flush()
+        return
+    target = Path(path)
+    parent = _check_parent(target)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@contextlib.contextmanager
+def atomic_directory(path: str | Path) -> Iterator[Path]:
+    """Yield a temporary directory that replaces ``path`` when the block completes.
+
+    An existing directory at ``path`` is replaced whole; an existing file there is an error.
+
+    Raises:
+        RunError: The parent folder is missing or ``path`` is a file.
+    """
+    target = Path(path)
+    parent = target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise RunError(f"output folder {parent} does not exist")
+    if target.exists() and not target.is_dir():
+        raise RunError(f"output {target} exists and is not a directory")
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    try:
+        yield tmp
+        os.chmod(tmp, 0o755)
+        if target.exists():
+            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
+            os.replace(target, old / target.name)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise

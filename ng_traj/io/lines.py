@@ -1,0 +1,205 @@
+"""The JSONL line reader every source uses.
+
+Files are read in binary, split on ``\\n`` only (a U+2028 or lone ``\\r`` inside a record never splits
+it), and decoded one line at a time, so memory is bounded by the longest line, never the file. Each
+line carries its 1-based number and the byte offset of its first byte. Blank lines are skipped
+silently, as NeMo Gym's capture reader does.
+
+Decoding (PRODUCT.md §10.14): ``orjson`` first; a line it rejects is retried with the standard
+library parser, and kept only when the sole problem was a lone UTF-16 surrogate escape, which becomes
+U+FFFD with a ``lone_surrogate`` warning. Everything else is one error diagnostic and the line is
+skipped: ``nul_byte``, ``invalid_utf8``, ``truncated_line`` (an unterminated, unparseable last line),
+``invalid_json``, ``line_too_long`` (longer than ``max_line_bytes``; read past in 1 MiB steps without
+holding it) and, for object readers, ``not_an_object``. ``NaN`` and ``Infinity`` are not JSON and
+are rejected.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+
+DEFAULT_MAX_LINE_BYTES = 1 << 30
+"""Lines longer than 1 GiB are skipped with ``line_too_long``."""
+
+_SKIP_STEP = 1 << 20
+
+
+@dataclass(frozen=True, slots=True)
+class JsonLine:
+    """One non-blank line of a JSONL file.
+
+    Attributes:
+        path: The file as the user named it.
+        line: 1-based line number.
+        offset: Byte offset of the line's first byte.
+        size: Length of the line in bytes, newline included.
+        value: The decoded JSON value; ``None`` when ``problem`` is an error.
+        problem: An error (line unusable) or a warning (line kept, e.g. ``lone_surrogate``).
+    """
+
+    path: str
+    line: int
+    offset: int
+    size: int
+    value: Any
+    problem: Diagnostic | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when ``value`` is usable."""
+        return self.problem is None or self.problem.severity != "error"
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not valid JSON")
+
+
+def _replace_surrogates(value: Any) -> tuple[Any, int]:
+    """Return ``value`` with lone surrogates replaced by U+FFFD, and how many strings changed."""
+    if isinstance(value, str):
+        return (_surrogate_fix(value), 1) if _has_surrogate(value) else (value, 0)
+    if isinstance(value, list):
+        changed = 0
+        items = []
+        for item in value:
+            fixed, count = _replace_surrogates(item)
+            items.append(fixed)
+            changed += count
+        return items, changed
+    if isinstance(value, dict):
+        changed = 0
+        result = {}
+        for key, item in value.items():
+            fixed_key, key_count = _replace_surrogates(key)
+            fixed, count = _replace_surrogates(item)
+            result[fixed_key] = fixed
+            changed += key_count + count
+        return result, changed
+    return value, 0
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\ud800" <= char <= "\udfff" for char in text)
+
+
+def _surrogate_fix(text: str) -> str:
+    return "".join("\ufffd" if "\ud800" <= char <= "\udfff" else char for char in text)
+
+
+def _problem(jl: tuple[str, int, int], severity: str, code: str, message: str) -> Diagnostic:
+    path, line, offset = jl
+    return Diagnostic(severity, code, message, path=path, line=line, offset=offset)  # type: ignore[arg-type]
+
+
+def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tuple[Any, Diagnostic | None]:
+    """Decode one stripped, non-blank line.
+
+    Args:
+        raw: The line without surrounding whitespace.
+        where: ``(path, line, offset)`` for the diagnostic.
+        at_eof: The line was the last of the file and had no terminating newline.
+
+    Returns:
+        ``(value, None)``, ``(value, warning)`` for a repaired line, or ``(None, error)``.
+    """
+    try:
+        return orjson.loads(raw), None
+    except orjson.JSONDecodeError as exc:
+        reason = str(exc)
+    if b"\x00" in raw:
+        column = raw.index(b"\x00") + 1
+        return None, _problem(where, "error", "nul_byte", f"raw NUL byte at column {column}")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, _problem(where, "error", "invalid_utf8", f"invalid UTF-8 at column {exc.start + 1}")
+    try:
+        value = json.loads(text, parse_constant=_reject_constant)
+    except ValueError:
+        code = "truncated_line" if at_eof else "invalid_json"
+        return None, _problem(where, "error", code, reason)
+    fixed, changed = _replace_surrogates(value)
+    if not changed:
+        return None, _problem(where, "error", "invalid_json", reason)
+    return fixed, _problem(
+        where, "warning", "lone_surrogate", f"{changed} string(s) held lone surrogates; replaced by U+FFFD"
+    )
+
+
+def iter_json_lines(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[JsonLine]:
+    """Yield every non-blank line of ``path`` with its decoded value or its problem.
+
+    Raises:
+        OSError: The file cannot be opened; callers report it as ``unreadable_file``.
+    """
+    name = str(path)
+    offset = 0
+    number = 0
+    with open(path, "rb") as handle:
+        while True:
+            chunk = handle.readline(max_line_bytes + 1)
+            if not chunk:
+                return
+            number += 1
+            start = offset
+            if len(chunk) > max_line_bytes and not chunk.endswith(b"\n"):
+                size = len(chunk) + _skip_rest_of_line(handle)
+                offset += size
+                problem = _problem(
+                    (name, number, start), "error", "line_too_long", f"{size} bytes exceeds {max_line_bytes}"
+                )
+                yield JsonLine(name, number, start, size, None, problem)
+                continue
+            offset += len(chunk)
+            stripped = chunk.strip()
+            if not stripped:
+                continue
+            at_eof = not chunk.endswith(b"\n")
+            value, problem = decode_line(stripped, (name, number, start), at_eof=at_eof)
+            yield JsonLine(name, number, start, len(chunk), value, problem)
+
+
+def _skip_rest_of_line(handle: Any) -> int:
+    skipped = 0
+    while True:
+        piece = handle.readline(_SKIP_STEP)
+        skipped += len(piece)
+        if not piece or piece.endswith(b"\n"):
+            return skipped
+
+
+def read_json_objects(
+    path: str | Path, sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Iterator[JsonLine]:
+    """Yield the lines of ``path`` that hold JSON objects; report every other line to ``sink``.
+
+    A file that cannot be opened is one ``unreadable_file`` error; nothing is raised.
+    """
+    try:
+        for line in iter_json_lines(path, max_line_bytes=max_line_bytes):
+            if line.problem is not None:
+                sink.add(line.problem)
+                if not line.ok:
+                    continue
+            if not isinstance(line.value, dict):
+                sink.add(not_an_object(line))
+                continue
+            yield line
+    except OSError as exc:
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+
+
+def not_an_object(line: JsonLine) -> Diagnostic:
+    """The ``not_an_object`` error for a line whose JSON value is not an object."""
+    kind = type(line.value).__name__
+    return Diagnostic(
+        "error", "not_an_object", f"JSON {kind}, expected an object", path=line.path, line=line.line, offset=line.offset
+    )

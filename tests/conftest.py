@@ -1,0 +1,35 @@
+"""Shared test helpers: fixture paths, the CLI runner, and access to ``../shared/`` samples."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from ng_traj.cli import app
+
+ROOT = Path(__file__).resolve().parent.parent
+FIXTURES = ROOT / "fixtures"
+SHARED = ROOT.parent / "shared"
+
+
+def shared_dir(*parts: str) -> Path:
+    """Return a folder under ``../shared/``; skip the test when it is absent.
+
+    With ``NG_TRAJ_REQUIRE_SHARED=1`` (set by ``.ci/run``) a missing folder fails the test instead
+    (PRODUCT.md §10.22).
+    """
+    path = SHARED.joinpath(*parts)
+    if not path.exists():
+        message = f"{path} is absent (tests over real samples need ../shared/)"
+        if os.environ.get("NG_TRAJ_REQUIRE_SHARED") == "1":
+            pytest.fail(message)
+        pytest.skip(message)
+    return path
+
+
+def run_cli(*args: str):
+    """Invoke ``ng-traj`` in-process; returns the result with ``exit_code``, ``stdout``, ``stderr``."""
+    return CliRunner().invoke(app, [str(arg) for arg in args])

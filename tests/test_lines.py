@@ -1,0 +1,65 @@
+"""The shared line reader: numbering, offsets, splitting on newline only, damage handling."""
+
+from __future__ import annotations
+
+from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.io.lines import iter_json_lines, read_json_objects
+
+
+def test_numbers_offsets_and_blank_lines(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"a":1}\n\n  \n{"b":2}\r\n{"c":3}')
+    lines = list(iter_json_lines(path))
+    assert [(line.line, line.offset, line.value) for line in lines] == [
+        (1, 0, {"a": 1}),
+        (4, 12, {"b": 2}),
+        (5, 21, {"c": 3}),
+    ]
+
+
+def test_only_newline_splits_records(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes('{"t":"x\u2028y\u0085z\u2029w"}\n'.encode())
+    (line,) = iter_json_lines(path)
+    assert line.value == {"t": "x\u2028y\u0085z\u2029w"}
+
+
+def test_corrupt_line_in_the_middle_does_not_hide_the_rest(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"a":1}\n{"a":\n{"a":3}\n')
+    found = []
+    values = [line.value for line in read_json_objects(path, DiagnosticSink(found.append))]
+    assert values == [{"a": 1}, {"a": 3}]
+    assert [(d.line, d.offset, d.code) for d in found] == [(2, 8, "invalid_json")]
+
+
+def test_lone_surrogate_is_replaced_and_kept(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"k\\udc00":"a\\ud800b","ok":"\\ud83d\\ude00"}\n')
+    (line,) = iter_json_lines(path)
+    assert line.value == {"k\ufffd": "a\ufffdb", "ok": "\U0001f600"}
+    assert line.problem.code == "lone_surrogate" and line.ok
+
+
+def test_nan_is_not_json(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"a": NaN}\n')
+    (line,) = iter_json_lines(path)
+    assert line.problem.code == "invalid_json" and not line.ok
+
+
+def test_huge_line_is_skipped_without_reading_it_whole(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"a":"' + b"x" * 3_000_000 + b'"}\n{"b":1}\n')
+    lines = list(iter_json_lines(path, max_line_bytes=1000))
+    assert [(line.line, line.problem.code if line.problem else None) for line in lines] == [
+        (1, "line_too_long"),
+        (2, None),
+    ]
+    assert lines[1].offset == 3_000_009
+
+
+def test_unreadable_file_is_one_diagnostic(tmp_path):
+    found = []
+    assert list(read_json_objects(tmp_path / "missing.jsonl", DiagnosticSink(found.append))) == []
+    assert [d.code for d in found] == ["unreadable_file"]

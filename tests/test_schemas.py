@@ -1,0 +1,88 @@
+"""Generated JSON Schemas: committed copies match the models; they accept and reject like the models."""
+
+from __future__ import annotations
+
+import json
+
+import jsonschema
+import orjson
+import pytest
+
+from conftest import FIXTURES, ROOT, run_cli
+from ng_traj.contract.schemas import SCHEMA_MODELS, file_name, render
+
+VALIDATE = FIXTURES / "validate"
+
+# Defects JSON Schema can express (types, required, unknown fields, enums, bounds). The others are
+# cross-field invariants (unique ids, turn identity, timing order, join key, cycles, token metadata)
+# that only `ng-traj validate` checks; for those the schema accepts the record, as documented.
+SCHEMA_EXPRESSIBLE = {
+    "negative_values",
+    "unknown_fields",
+    "missing_fields",
+    "invalid_types",
+    "invalid_values",
+    "schema_version_unsupported",
+    "invalid_conversation_items",
+}
+MODEL_ONLY = {
+    "missing_join_key",
+    "duplicate_invocation_id",
+    "duplicate_model_call_id",
+    "duplicate_turn",
+    "turn_identity_mismatch",
+    "tool_timing_reversed",
+    "token_metadata_incomplete",
+    "invalid_input_video",
+}
+
+
+@pytest.mark.parametrize("name", list(SCHEMA_MODELS))
+def test_committed_schema_matches_models(name):
+    committed = (ROOT / "schemas" / file_name(name)).read_text(encoding="utf-8")
+    assert committed == render(name), "schemas/ drifted: run `ng-traj schema --write` and review the diff"
+
+
+def test_schema_check_command_reports_drift(tmp_path):
+    assert run_cli("schema", "--check", "--dir", ROOT / "schemas").exit_code == 0
+    (tmp_path / file_name("ng_trajectory")).write_text("{}")
+    result = run_cli("schema", "ng_trajectory", "--check", "--dir", tmp_path)
+    assert result.exit_code == 1 and "out of date" in result.stderr
+
+
+def _validator(name):
+    schema = json.loads((ROOT / "schemas" / file_name(name)).read_text())
+    return jsonschema.Draft202012Validator(schema)
+
+
+def _records(path):
+    return [orjson.loads(line) for line in path.read_bytes().splitlines() if line.strip()]
+
+
+def test_schemas_accept_every_valid_fixture():
+    trajectory, bundle = _validator("ng_trajectory"), _validator("ng_agent_observations")
+    for path in sorted((VALIDATE / "valid").glob("*.jsonl")):
+        for record in _records(path):
+            trajectory.validate(record.get("ng_trajectory", record))
+            if "ng_agent_observations" in record:
+                bundle.validate(record["ng_agent_observations"])
+
+
+@pytest.mark.parametrize("stem", sorted(SCHEMA_EXPRESSIBLE))
+def test_schema_rejects_expressible_defects(stem):
+    validator = _validator("ng_trajectory")
+    for record in _records(VALIDATE / "defects" / f"{stem}.jsonl"):
+        assert list(validator.iter_errors(record)), f"{stem}: schema accepted {record}"
+
+
+@pytest.mark.parametrize("stem", sorted(MODEL_ONLY))
+def test_schema_cannot_express_cross_field_invariants(stem):
+    validator = _validator("ng_trajectory")
+    for record in _records(VALIDATE / "defects" / f"{stem}.jsonl"):
+        assert not list(validator.iter_errors(record)), f"{stem}: now expressible; move it to SCHEMA_EXPRESSIBLE"
+
+
+def test_bundle_schema_rejects_bundle_defects_it_can_express():
+    validator = _validator("ng_agent_observations")
+    rows = _records(VALIDATE / "defects" / "bundle_defects.jsonl")
+    assert list(validator.iter_errors(rows[2]["ng_agent_observations"]))

@@ -1,0 +1,91 @@
+"""``ng-traj validate``: defect fixtures give exactly their expected diagnostics."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import FIXTURES, run_cli
+from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.validate import validate_file
+
+DEFECTS = FIXTURES / "validate" / "defects"
+VALID = FIXTURES / "validate" / "valid"
+
+
+def _diagnostics(path: Path, **kwargs) -> list[list]:
+    found = []
+    sink = DiagnosticSink(lambda d: found.append([d.line, d.code, d.pointer]))
+    validate_file(path, sink, **kwargs)
+    return found
+
+
+@pytest.mark.parametrize("path", sorted(DEFECTS.glob("*.jsonl")), ids=lambda p: p.stem)
+def test_defect_fixture_gives_expected_diagnostics(path: Path):
+    expected = json.loads(path.with_suffix(".expected.json").read_text())
+    limit = {"max_line_bytes": 4096} if path.stem == "line_too_long" else {}
+    assert _diagnostics(path, **limit) == expected
+
+
+@pytest.mark.parametrize("path", sorted(VALID.glob("*.jsonl")), ids=lambda p: p.stem)
+def test_valid_fixture_has_no_diagnostics(path: Path):
+    assert _diagnostics(path) == []
+
+
+def test_every_defect_fixture_has_an_expectation_and_every_code_is_exercised():
+    from ng_traj.diagnostics import CODES
+
+    seen = set()
+    for path in DEFECTS.glob("*.jsonl"):
+        seen.update(code for _, code, _ in json.loads(path.with_suffix(".expected.json").read_text()))
+    untested = set(CODES) - seen - {"unreadable_file"}
+    assert not untested
+
+
+def test_exit_codes_and_summary():
+    ok = run_cli("validate", *sorted(VALID.glob("*.jsonl")))
+    assert ok.exit_code == 0
+    assert "valid: 2 file(s), 3 record(s), 0 invalid" in ok.stderr
+    warnings_only = run_cli("validate", DEFECTS / "cross_reference_warnings.jsonl")
+    assert warnings_only.exit_code == 0
+    bad = run_cli("validate", DEFECTS / "nul_bytes.jsonl")
+    assert bad.exit_code == 1
+    assert f"{DEFECTS / 'nul_bytes.jsonl'}:2: error[nul_byte]: raw NUL byte at column 15" in bad.stderr
+    missing = run_cli("validate", DEFECTS / "no_such_file.jsonl")
+    assert missing.exit_code == 2
+    assert "no such file" in missing.stderr
+    assert "Traceback" not in missing.stderr
+
+
+def test_pointer_appears_in_rendered_line():
+    result = run_cli("validate", DEFECTS / "tool_timing_reversed.jsonl")
+    assert (
+        ":1: error[tool_timing_reversed] tool_calls.0.completed_at: completed_at precedes started_at" in result.stderr
+    )
+
+
+def test_json_output_is_one_object_per_line_ending_with_the_summary():
+    result = run_cli("validate", "--json", DEFECTS / "missing_join_key.jsonl")
+    assert result.exit_code == 1
+    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert [line["type"] for line in lines] == ["diagnostic", "diagnostic", "summary"]
+    assert lines[0] == {
+        "type": "diagnostic",
+        "path": str(DEFECTS / "missing_join_key.jsonl"),
+        "line": 1,
+        "offset": 0,
+        "severity": "error",
+        "code": "missing_join_key",
+        "pointer": "invocations.0.model_calls.0",
+        "message": "needs model_call_id, or both model_ref and response_id",
+    }
+    assert lines[-1]["records"] == 2 and lines[-1]["invalid"] == 2 and lines[-1]["errors"] == 2
+
+
+def test_directory_argument_is_a_usage_error():
+    result = run_cli("validate", DEFECTS)
+    assert result.exit_code == 2
+    assert "is a directory" in result.stderr
