@@ -14,7 +14,7 @@ from typing import Literal
 
 Severity = Literal["error", "warning", "info"]
 
-CODES: dict[str, str] = {
+VALIDATE_CODES: dict[str, str] = {
     # line reading (io/lines.py)
     "invalid_json": "the line is not valid JSON",
     "truncated_line": "the last line of the file ends without a newline and is not valid JSON",
@@ -47,6 +47,35 @@ CODES: dict[str, str] = {
     "unknown_gap_code": "a gap code neither NeMo Gym nor ng-traj defines",
     "trajectory_missing": "a rollout row carries no ng_trajectory",
 }
+"""Codes of the line reader and of ``ng-traj validate``."""
+
+BUILD_CODES: dict[str, str] = {
+    "input_unclaimed": "no reader recognises the input; skipped",
+    "input_ambiguous": "several readers claim the input; skipped",
+    "input_unsupported": "a recognised format ng-traj does not read yet; skipped",
+    "task_input_rows": "rows with no response, reward or attachment: task inputs, not rollouts",
+    "rollout_identity_unavailable": "a rollout row without identity keys; identified by file and line",
+    "capture_record_invalid": "a capture line that does not build a model-call record",
+    "capture_duplicate_conflict": "two stores hold different lines with the same model_call_id",
+    "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
+    "projection_failed": "the projection raised; a minimal trajectory with the gap was written",
+    "manifest_row_invalid": "a manifest row without rollout_id and path",
+}
+"""Codes of ``ng-traj build`` (inputs, sources, assembly)."""
+
+CODES: dict[str, str] = {**VALIDATE_CODES, **BUILD_CODES}
+"""Every diagnostic code, for the README and ``ng-traj validate``."""
+
+LINE_SKIP_CODES = (
+    "invalid_json",
+    "truncated_line",
+    "nul_byte",
+    "invalid_utf8",
+    "line_too_long",
+    "not_an_object",
+    "capture_record_invalid",
+)
+"""Codes of diagnostics that mean an input line was skipped."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from ng_traj import __version__
-from ng_traj.cli import schema, validate
+from ng_traj.cli import build, schema, validate
 
 app = typer.Typer(
     name="ng-traj",
@@ -38,6 +38,7 @@ def _root(
     """ng-traj: trajectories from retained rollout artifacts."""
 
 
+app.command("build")(build.command)
 app.command("validate")(validate.command)
 app.command("schema")(schema.command)
 

@@ -1,0 +1,220 @@
+"""Running a build: assemble each planned slot and hand the result to the writer.
+
+Each slot is assembled from its own artifacts only (its row, re-read by byte offset; its capture
+files; its bundles), so slots are independent and memory is bounded by the largest rollout.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ng_traj.assemble.plan import Slot
+from ng_traj.assemble.project import ProjectionInputs
+from ng_traj.assemble.rollout import (
+    CaptureState,
+    build_trajectory,
+    capture_from_evidence,
+    capture_from_row,
+    fallback_invocation,
+    has_redaction_gap,
+    join_row_bundle,
+    without_payloads,
+)
+from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
+from ng_traj.contract.capture import PAYLOAD_KEYS
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.redact import Redactor
+from ng_traj.sources.capture import collect_capture
+from ng_traj.sources.rollouts import load_row
+from ng_traj.writers.jsonl import record_json, row_json
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What the user asked for.
+
+    Attributes:
+        capture_enabled: Capture stores were given (recompute capture and join; PRODUCT.md §10.7).
+        payloads: Keep request/response payloads (``--no-payloads`` clears it).
+        attach: Write rollout rows with the trajectory attached (``--attach``).
+        redactor: Mask secrets in the output copy (``--redact``).
+    """
+
+    capture_enabled: bool = False
+    payloads: bool = True
+    attach: bool = False
+    redactor: Redactor | None = None
+
+
+@dataclass
+class Built:
+    """One assembled slot: the trajectory, the bytes to write, and what the summary needs."""
+
+    record: TrajectoryRecord
+    line: bytes
+    failed: Exception | None = None
+
+
+@dataclass
+class BuildTally:
+    """Totals over written trajectories."""
+
+    trajectories: int = 0
+    by_origin: Counter[str] = field(default_factory=Counter)
+    gaps_by_code: Counter[str] = field(default_factory=Counter)
+    model_calls: int = 0
+    tool_calls: int = 0
+    invocations: int = 0
+    projection_failures: int = 0
+    by_named: Counter[str] = field(default_factory=Counter)
+
+    def add(self, slot: Slot, built: Built) -> None:
+        record = built.record
+        self.trajectories += 1
+        self.by_origin[_origin(slot)] += 1
+        self.gaps_by_code.update(gap.code for gap in record.gaps)
+        self.model_calls += len(record.model_calls)
+        self.tool_calls += len(record.tool_calls)
+        self.invocations += len(record.invocations)
+        self.projection_failures += built.failed is not None
+        self.by_named[slot.named] += 1
+
+
+def _origin(slot: Slot) -> str:
+    if slot.path is None:
+        return "capture_without_row"
+    return "rollout_row" if slot.identity.derived else "rollout_row_without_identity"
+
+
+def _identity_gap(slot: Slot) -> list[ObservationGap]:
+    if slot.path is None or slot.identity.derived:
+        return []
+    problem = slot.identity.problem or ""
+    detail = "no_identity_keys" if problem.startswith("no ") else "invalid_identity_keys"
+    return [ObservationGap(code="rollout_identity_unavailable", detail=detail)]
+
+
+def _capture(slot: Slot, row: dict[str, Any] | None, options: BuildOptions, sink: DiagnosticSink) -> CaptureState:
+    if options.capture_enabled and (row is None or slot.identity.derived):
+        try:
+            evidence = collect_capture(slot.capture, sink) if slot.capture else None
+        except OSError:
+            return capture_from_evidence(None, error=True)
+        return capture_from_evidence(evidence)
+    return capture_from_row(row) if row is not None else CaptureState()
+
+
+def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Built:
+    """Assemble one slot into its trajectory and output line (see ``assemble/rollout.py``)."""
+    row = load_row(slot.path, slot.line, slot.offset, slot.size) if slot.path is not None else None
+    capture = _capture(slot, row, options, sink)
+    bundle = row.get("ng_agent_observations") if row is not None else None
+    joined = False
+    if bundle is not None and capture.recomputed:
+        bundle, join_gap = join_row_bundle(bundle, capture)
+        joined = join_gap is None
+        if join_gap is not None:
+            capture.gaps.append({"code": join_gap.code})
+    keep_payloads = options.payloads and not (row is not None and has_redaction_gap(row))
+    inputs = ProjectionInputs(
+        task_id=slot.identity.task_id,
+        rollout_id=slot.identity.rollout_id,
+        producer_trajectory=row.get("ng_trajectory") if row is not None else None,
+        bundles=[bundle] if bundle is not None else [],
+        capture_calls=capture.calls if keep_payloads else without_payloads(capture.calls),
+        capture_gaps=capture.gaps,
+        fallback=fallback_invocation(row) if row is not None else None,
+        build_gaps=[*_identity_gap(slot), *slot.build_gaps],
+    )
+    record, failed = build_trajectory(inputs)
+    if failed is not None:
+        sink.add(
+            Diagnostic(
+                "warning",
+                "projection_failed",
+                f"rollout {slot.identity.rollout_id}: projection failed ({type(failed).__name__}); minimal record written",
+                path=slot.path,
+                line=slot.line or None,
+            )
+        )
+    if options.redactor is not None:
+        record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
+    if not options.attach:
+        return Built(record, record_json(record) + b"\n", failed)
+    attached = _attached_row(row, record, bundle if joined else None, capture, options)
+    return Built(record, row_json(attached) + b"\n", failed)
+
+
+def _attached_row(
+    row: dict[str, Any] | None,
+    record: TrajectoryRecord,
+    bundle: Any,
+    capture: CaptureState,
+    options: BuildOptions,
+) -> dict[str, Any]:
+    out = dict(row) if row is not None else {}
+    if options.redactor is not None:
+        out = options.redactor.value(out)
+    if isinstance(bundle, AgentObservationBundle):
+        out["ng_agent_observations"] = orjson.Fragment(record_json(bundle))
+    if capture.recomputed:
+        out["ng_model_call_capture"] = capture_attachment(record.rollout_id, capture)
+    elif isinstance(out.get("ng_model_call_capture"), dict):
+        out["ng_model_call_capture"] = strip_capture_payloads(out["ng_model_call_capture"])
+    out["ng_trajectory"] = orjson.Fragment(record_json(record))
+    return out
+
+
+def capture_attachment(rollout_id: str, capture: CaptureState) -> dict[str, Any]:
+    """``ng_model_call_capture`` as the collector attaches it after projection (payloads stripped)."""
+    attachment: dict[str, Any] = {
+        "rollout_id": rollout_id,
+        "metrics": aggregate(capture),
+        "calls": [record.model_dump(mode="json", exclude=set(PAYLOAD_KEYS)) for record in capture.records],
+    }
+    if capture.gaps:
+        attachment["gaps"] = capture.gaps
+    return attachment
+
+
+def aggregate(capture: CaptureState) -> dict[str, Any]:
+    """Aggregate metrics of the captured calls (gym-reference §2.9): sums of known values, and the count."""
+
+    def total(name: str) -> Any:
+        values = [getattr(record, name) for record in capture.records if getattr(record, name) is not None]
+        return sum(values) if values else None
+
+    names = ("tokens_in", "tokens_out", "tokens_reasoning", "tokens_total", "cached_tokens", "latency_total_ms")
+    return {**{name: total(name) for name in names}, "num_calls": len(capture.records)}
+
+
+def strip_capture_payloads(attachment: dict[str, Any]) -> dict[str, Any]:
+    """A copy of a capture attachment without call payloads (gym-reference §5.4)."""
+    calls = attachment.get("calls")
+    if not isinstance(calls, list):
+        return attachment
+    stripped = [without_payloads([c])[0] if isinstance(c, dict) else c for c in calls]
+    return {**attachment, "calls": stripped}
+
+
+def run_slots(
+    slots: list[Slot],
+    options: BuildOptions,
+    sink: DiagnosticSink,
+    write: Callable[[bytes], Any],
+    on_slot: Callable[[Slot], None] | None = None,
+) -> BuildTally:
+    """Assemble every slot in order, writing each line as soon as it is built."""
+    tally = BuildTally()
+    for slot in slots:
+        built = assemble_slot(slot, options, sink)
+        write(built.line)
+        tally.add(slot, built)
+        if on_slot is not None:
+            on_slot(slot)
+    return tally

@@ -1,0 +1,142 @@
+"""Discovering and classifying the build's inputs (PRODUCT.md §2).
+
+Every named path (file or directory) is walked in sorted order and each file is claimed by exactly
+one reader (``sources/detect.py``) or forced with ``--as``. Unclaimed, ambiguous and recognised-but-
+unsupported inputs are reported, never guessed. Capture files are indexed by rollout id (their file
+name, or the manifest's rollout id) and store folder; nothing is read yet beyond a first line.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.sources.capture import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
+from ng_traj.sources.detect import claims, walk
+from ng_traj.sources.manifest import ManifestEntry
+from ng_traj.sources.rollouts import run_name
+
+
+@dataclass(frozen=True, slots=True)
+class RolloutFile:
+    """A rollouts file, the run it belongs to, and the named input it was found under."""
+
+    path: Path
+    run: str
+    named: str
+
+
+@dataclass
+class CaptureKey:
+    """Where a capture artifact attaches: a rollout id, and a run when the manifest names one."""
+
+    rollout_id: str
+    run: str | None = None
+
+
+@dataclass
+class Inputs:
+    """The classified inputs of a build.
+
+    Attributes:
+        rollout_files: Rollouts files, sorted by path.
+        capture: Capture files and markers per (rollout id, manifest run), per store.
+        capture_named: The named input each capture artifact was found under.
+        by_kind: Files per kind (``rollouts``, ``capture``, ``unsupported``, ``unclaimed``, ``ambiguous``).
+        named: Every named input, for the "yielded nothing" check.
+        unsupported: ``(path, description)`` of recognised inputs not read.
+    """
+
+    rollout_files: list[RolloutFile] = field(default_factory=list)
+    capture: dict[tuple[str, str | None], dict[str, CaptureFiles]] = field(default_factory=dict)
+    capture_named: dict[str, str] = field(default_factory=dict)
+    by_kind: Counter[str] = field(default_factory=Counter)
+    named: list[str] = field(default_factory=list)
+    unsupported: list[tuple[str, str]] = field(default_factory=list)
+
+    @property
+    def capture_enabled(self) -> bool:
+        """True when the build was given any capture store (PRODUCT.md §10.7)."""
+        return bool(self.capture)
+
+    def add_capture(self, path: Path, key: CaptureKey, named: str) -> None:
+        store = str(path.parent)
+        slot = (key.rollout_id, key.run)
+        stores = self.capture.setdefault(slot, {})
+        current = stores.get(store, CaptureFiles(store, key.rollout_id))
+        if path.name.endswith(INCOMPLETE_SUFFIX):
+            current = CaptureFiles(store, key.rollout_id, current.capture, True)
+        else:
+            current = CaptureFiles(store, key.rollout_id, str(path), current.incomplete)
+        stores[store] = current
+        self.capture_named[str(path)] = named
+
+
+def _report(sink: DiagnosticSink, code: str, path: Path, message: str, named_directly: bool) -> None:
+    severity = "warning" if named_directly else "info"
+    sink.add(Diagnostic(severity, code, message, path=str(path)))  # type: ignore[arg-type]
+
+
+def discover(
+    paths: list[Path],
+    sink: DiagnosticSink,
+    *,
+    force_kind: str | None = None,
+    manifest: list[ManifestEntry] = (),  # type: ignore[assignment]
+) -> Inputs:
+    """Classify every file under ``paths`` (and the manifest's paths).
+
+    Raises:
+        RunError: A named path does not exist.
+    """
+    for path in paths:
+        if not path.exists():
+            raise RunError(f"{path}: no such file or directory")
+    inputs = Inputs()
+    attributed = {entry.path.resolve(): entry for entry in manifest}
+    inputs.named = [str(path) for path in paths]
+    seen: set[Path] = set()
+    for named in [*paths, *(entry.path for entry in manifest)]:
+        for file in walk(named):
+            resolved = file.resolve()
+            if resolved in seen:
+                continue
+            seen.add(resolved)
+            entry = attributed.get(resolved) or attributed.get(named.resolve())
+            _classify(inputs, file, str(named), file == named, force_kind, entry, sink)
+    inputs.rollout_files.sort(key=lambda f: str(f.path))
+    return inputs
+
+
+def _classify(
+    inputs: Inputs,
+    file: Path,
+    named: str,
+    directly: bool,
+    force_kind: str | None,
+    entry: ManifestEntry | None,
+    sink: DiagnosticSink,
+) -> None:
+    found = claims(file)
+    kinds = [force_kind] if force_kind else [claim.kind for claim in found]
+    if not kinds:
+        inputs.by_kind["unclaimed"] += 1
+        _report(sink, "input_unclaimed", file, "no reader recognises this file; skipped", directly)
+        return
+    if len(kinds) > 1:
+        inputs.by_kind["ambiguous"] += 1
+        names = ", ".join(claim.description for claim in found)
+        _report(sink, "input_ambiguous", file, f"claimed by several readers ({names}); skipped", True)
+        return
+    kind = kinds[0]
+    inputs.by_kind[kind] += 1
+    if kind == "unsupported":
+        inputs.unsupported.append((str(file), found[0].description))
+        _report(sink, "input_unsupported", file, f"recognised as {found[0].description}; skipped", directly)
+    elif kind == "rollouts":
+        inputs.rollout_files.append(RolloutFile(file, entry.run if entry and entry.run else run_name(file), named))
+    elif kind == "capture":
+        rollout = entry.rollout_id if entry else (capture_rollout_id(file.name) or file.name.removesuffix(".jsonl"))
+        inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)

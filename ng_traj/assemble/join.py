@@ -1,0 +1,202 @@
+"""The reference join of observation references to captured calls.
+
+Source: ``join_model_call_observations`` in ``nemo_gym/rollout_observability.py`` at ``07d6b0d07``
+(gym-reference.md §4). Exact identifiers only: a ref with a ``model_call_id`` matches calls with that
+id (and with its ``model_ref`` / ``response_id`` where the ref sets them); otherwise the exact
+``(model_ref, response_id)`` key. No match, several matches and a second claim on an owned call
+become gaps; every captured call no invocation owns becomes a ``capture:`` ownership gap. Joining
+twice equals joining once. The input bundle is not modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ng_traj.contract import (
+    AgentInvocation,
+    AgentObservationBundle,
+    ContextCompactionObservation,
+    ModelCallRecord,
+    ModelCallRef,
+    ObservationGap,
+)
+
+JOIN_CODES = frozenset(
+    {"model_call_reference_ambiguous", "model_call_reference_conflict", "model_call_reference_unmatched"}
+)
+
+
+def is_stale_join_gap(gap: ObservationGap) -> bool:
+    """Gaps a previous join produced, which a new join replaces."""
+    if gap.code in JOIN_CODES:
+        return True
+    return (
+        gap.code == "model_call_ownership_unavailable"
+        and gap.invocation_id is None
+        and gap.detail is not None
+        and gap.detail.startswith("capture:")
+    )
+
+
+class _Index:
+    """Captured calls indexed by ``model_call_id`` and by ``(model_ref, response_id)``."""
+
+    def __init__(self, calls: Sequence[ModelCallRecord]) -> None:
+        self.by_id: dict[str, list[int]] = {}
+        self.by_response: dict[tuple[str, str, str], list[int]] = {}
+        for position, call in enumerate(calls):
+            if call.model_call_id:
+                self.by_id.setdefault(call.model_call_id, []).append(position)
+            if call.model_ref is not None and call.response_id:
+                key = (call.model_ref.type, call.model_ref.name, call.response_id)
+                self.by_response.setdefault(key, []).append(position)
+        self.calls = calls
+
+    def candidates(self, ref: ModelCallRef) -> list[int]:
+        if ref.model_call_id:
+            return [
+                position
+                for position in self.by_id.get(ref.model_call_id, [])
+                if (ref.model_ref is None or ref.model_ref == self.calls[position].model_ref)
+                and (ref.response_id is None or ref.response_id == self.calls[position].response_id)
+            ]
+        assert ref.model_ref is not None and ref.response_id is not None
+        return self.by_response.get((ref.model_ref.type, ref.model_ref.name, ref.response_id), [])
+
+    def canonical(self, position: int) -> ModelCallRef:
+        call = self.calls[position]
+        return ModelCallRef(model_call_id=call.model_call_id, model_ref=call.model_ref, response_id=call.response_id)
+
+    def name(self, position: int) -> str | None:
+        call = self.calls[position]
+        return call.model_call_id or call.response_id
+
+
+def _miss_code(candidates: list[int]) -> str:
+    return "model_call_reference_ambiguous" if candidates else "model_call_reference_unmatched"
+
+
+def _join_invocations(
+    invocations: list[AgentInvocation], index: _Index, owners: dict[int, str], gaps: list[ObservationGap]
+) -> None:
+    for invocation in invocations:
+        resolved: list[ModelCallRef] = []
+        for ref in invocation.model_calls:
+            candidates = index.candidates(ref)
+            if len(candidates) != 1:
+                gaps.append(
+                    ObservationGap(
+                        code=_miss_code(candidates),
+                        invocation_id=invocation.invocation_id,
+                        detail=ref.model_call_id or ref.response_id,
+                    )
+                )
+                resolved.append(ref)
+            elif candidates[0] in owners:
+                gaps.append(
+                    ObservationGap(
+                        code="model_call_reference_conflict",
+                        invocation_id=invocation.invocation_id,
+                        detail=index.name(candidates[0]),
+                    )
+                )
+                resolved.append(ref)
+            else:
+                owners[candidates[0]] = invocation.invocation_id
+                resolved.append(index.canonical(candidates[0]))
+        invocation.model_calls = resolved
+
+
+def _join_compaction_calls(
+    compaction: ContextCompactionObservation, index: _Index, owners: dict[int, str], gaps: list[ObservationGap]
+) -> None:
+    resolved: list[ModelCallRef] = []
+    for ref in compaction.model_calls:
+        candidates = index.candidates(ref)
+        if len(candidates) != 1:
+            detail = f"model_calls:{ref.model_call_id or ref.response_id}"
+            gaps.append(
+                ObservationGap(code=_miss_code(candidates), invocation_id=compaction.invocation_id, detail=detail)
+            )
+            resolved.append(ref)
+            continue
+        owner = owners.get(candidates[0])
+        if owner != compaction.invocation_id:
+            code = "model_call_reference_conflict" if owner is not None else "model_call_ownership_unavailable"
+            detail = f"model_calls:{index.name(candidates[0])}"
+            gaps.append(ObservationGap(code=code, invocation_id=compaction.invocation_id, detail=detail))
+            resolved.append(ref)
+            continue
+        resolved.append(index.canonical(candidates[0]))
+    compaction.model_calls = resolved
+
+
+def _join_boundary(
+    compaction: ContextCompactionObservation,
+    field: str,
+    index: _Index,
+    owners: dict[int, str],
+    gaps: list[ObservationGap],
+) -> None:
+    ref: ModelCallRef | None = getattr(compaction, field)
+    if ref is None:
+        return
+    candidates = index.candidates(ref)
+    if len(candidates) != 1:
+        detail = f"{field}:{ref.model_call_id or ref.response_id}"
+        gaps.append(ObservationGap(code=_miss_code(candidates), invocation_id=compaction.invocation_id, detail=detail))
+        return
+    owner = owners.get(candidates[0])
+    if owner is not None and owner != compaction.invocation_id:
+        detail = f"{field}:{index.name(candidates[0])}"
+        gaps.append(
+            ObservationGap(code="model_call_reference_conflict", invocation_id=compaction.invocation_id, detail=detail)
+        )
+        return
+    setattr(compaction, field, index.canonical(candidates[0]))
+
+
+def join_model_call_observations(
+    bundle: AgentObservationBundle, calls: Sequence[ModelCallRecord]
+) -> AgentObservationBundle:
+    """Resolve the bundle's model-call refs against ``calls`` (one rollout's captured calls).
+
+    Returns:
+        A new bundle: canonical refs where exactly one unowned call matched, the bundle's gaps minus
+        stale join gaps, then the new join and ownership gaps, de-duplicated in order.
+    """
+    records: list[Any] = [
+        record.model_copy() if isinstance(record, AgentInvocation | ContextCompactionObservation) else record
+        for record in bundle.records
+    ]
+    index = _Index(calls)
+    owners: dict[int, str] = {}
+    join_gaps: list[ObservationGap] = []
+    _join_invocations([r for r in records if isinstance(r, AgentInvocation)], index, owners, join_gaps)
+    for compaction in (r for r in records if isinstance(r, ContextCompactionObservation)):
+        _join_compaction_calls(compaction, index, owners, join_gaps)
+        _join_boundary(compaction, "before_model_call", index, owners, join_gaps)
+        _join_boundary(compaction, "after_model_call", index, owners, join_gaps)
+    for position, call in enumerate(calls):
+        if position not in owners:
+            name = call.model_call_id or call.response_id or "unknown"
+            join_gaps.append(
+                ObservationGap(
+                    code="model_call_ownership_unavailable", detail=f"capture:{name}:call_index={call.call_index}"
+                )
+            )
+    kept = [gap for gap in bundle.gaps if not is_stale_join_gap(gap)]
+    return AgentObservationBundle(source=bundle.source, records=records, gaps=dedupe_gaps([*kept, *join_gaps]))
+
+
+def dedupe_gaps(gaps: Sequence[ObservationGap]) -> list[ObservationGap]:
+    """Gaps de-duplicated by ``(code, invocation_id, detail)``, first occurrence kept, order preserved."""
+    seen: set[tuple[str, str | None, str | None]] = set()
+    result = []
+    for gap in gaps:
+        key = (gap.code, gap.invocation_id, gap.detail)
+        if key not in seen:
+            seen.add(key)
+            result.append(gap)
+    return result

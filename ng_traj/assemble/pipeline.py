@@ -1,0 +1,94 @@
+"""The build pipeline: discover inputs, plan slots, assemble and write, summarise.
+
+``build`` is the library entry point behind ``ng-traj build``; it writes through a callback, so the
+caller decides where bytes go (an atomic file, standard output, a test buffer).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ng_traj.assemble.build import BuildOptions, BuildTally, run_slots
+from ng_traj.assemble.inputs import Inputs, discover
+from ng_traj.assemble.plan import PlanStats, Slot, plan
+from ng_traj.diagnostics import LINE_SKIP_CODES, DiagnosticSink
+from ng_traj.sources.manifest import ManifestEntry
+
+
+@dataclass
+class BuildSummary:
+    """What a build did; rendered on standard error or as JSON (``--json``)."""
+
+    inputs: Inputs
+    stats: PlanStats
+    tally: BuildTally
+    sink: DiagnosticSink
+    empty_inputs: list[str] = field(default_factory=list)
+
+    @property
+    def lines_skipped(self) -> int:
+        """Input lines skipped as unreadable."""
+        return sum(self.sink.by_code[code] for code in LINE_SKIP_CODES)
+
+    def to_json(self) -> dict[str, Any]:
+        """The summary as a JSON object (stable keys)."""
+        tally, stats = self.tally, self.stats
+        return {
+            "trajectories": tally.trajectories,
+            "by_origin": dict(sorted(tally.by_origin.items())),
+            "inputs_by_kind": dict(sorted(self.inputs.by_kind.items())),
+            "rollout_rows": stats.rows,
+            "task_input_rows": stats.task_input_rows,
+            "rows_without_identity": stats.rows_without_identity,
+            "lines_skipped": self.lines_skipped,
+            "invocations": tally.invocations,
+            "model_calls": tally.model_calls,
+            "tool_calls": tally.tool_calls,
+            "projection_failures": tally.projection_failures,
+            "gaps_by_code": dict(sorted(tally.gaps_by_code.items())),
+            "orphan_captures": sorted(stats.orphan_captures),
+            "ambiguous_captures": sorted(stats.ambiguous_captures),
+            "unsupported_inputs": [{"path": p, "recognised_as": d} for p, d in sorted(self.inputs.unsupported)],
+            "empty_inputs": self.empty_inputs,
+            "diagnostics": {
+                "errors": self.sink.errors,
+                "warnings": self.sink.warnings,
+                "by_code": dict(sorted(self.sink.by_code.items())),
+            },
+        }
+
+
+def prepare(
+    paths: list[Path],
+    sink: DiagnosticSink,
+    *,
+    force_kind: str | None = None,
+    manifest: list[ManifestEntry] = (),  # type: ignore[assignment]
+    max_line_bytes: int,
+) -> tuple[Inputs, list[Slot], PlanStats]:
+    """Discover and plan: the slots to build, in output order.
+
+    Raises:
+        RunError: A named input does not exist.
+    """
+    inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest)
+    slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes)
+    return inputs, slots, stats
+
+
+def build(
+    inputs: Inputs,
+    slots: list[Slot],
+    stats: PlanStats,
+    options: BuildOptions,
+    sink: DiagnosticSink,
+    write: Callable[[bytes], Any],
+    on_slot: Callable[[Slot], None] | None = None,
+) -> BuildSummary:
+    """Assemble and write every slot; return the summary."""
+    tally = run_slots(slots, options, sink, write, on_slot)
+    empty = [named for named in inputs.named if tally.by_named[named] == 0]
+    return BuildSummary(inputs, stats, tally, sink, empty)

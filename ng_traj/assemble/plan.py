@@ -1,0 +1,169 @@
+"""Planning a build: one slot per trajectory to write, in output order, before anything is assembled.
+
+Pass one over the rollouts files keeps only an index entry per row (identity and byte location), so
+memory grows by a few hundred bytes per rollout, never with payload size (PRODUCT.md §7). Capture
+artifacts are attributed by exact rollout id (PRODUCT.md §3, §10.2): to the rows of the single run
+that has the id, to the run the manifest names, or, when several runs have it, to none (ambiguous);
+artifacts with no row become trajectories of their own. Slots are ordered by rollout id with task,
+rollout and attempt numbers compared as numbers, then run file name, then line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from ng_traj.assemble.inputs import Inputs, RolloutFile
+from ng_traj.contract import ObservationGap
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.lines import read_json_objects
+from ng_traj.sources.capture import CaptureFiles
+from ng_traj.sources.rollouts import Identity, identity, is_rollout_row, task_from_rollout_id
+
+_DIGITS = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[object, ...]:
+    """Sort key comparing digit runs as numbers (``2-1`` < ``10-0``), ties broken by the text itself."""
+    parts = _DIGITS.split(text)
+    return (*[int(part) if index % 2 else part for index, part in enumerate(parts)], text)
+
+
+@dataclass(frozen=True, slots=True)
+class Slot:
+    """One trajectory to build.
+
+    Attributes:
+        identity: Canonical task and rollout ids.
+        run: Run (rollouts file name) of the row; ``None`` for artifacts without a row.
+        path: Rollouts file of the row, or ``None``.
+        line: 1-based line of the row; offset and size locate its bytes.
+        capture: Capture files attributed to this trajectory (all stores).
+        build_gaps: ng-traj gaps about the trajectory's artifacts.
+        named: The named input the trajectory comes from.
+    """
+
+    identity: Identity
+    run: str | None
+    path: str | None
+    line: int
+    offset: int
+    size: int
+    capture: tuple[CaptureFiles, ...]
+    build_gaps: tuple[ObservationGap, ...]
+    named: str
+
+    def sort_key(self) -> tuple[object, ...]:
+        """Output order: rollout id (numbers as numbers), rows before orphan artifacts, run, line."""
+        rank = 0 if self.path is not None else 1
+        return (natural_key(self.identity.rollout_id), rank, self.run or "", self.line)
+
+
+@dataclass
+class PlanStats:
+    """Counts gathered while planning."""
+
+    rows: int = 0
+    task_input_rows: int = 0
+    rows_without_identity: int = 0
+    orphan_captures: list[str] = field(default_factory=list)
+    ambiguous_captures: list[str] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Row:
+    identity: Identity
+    file: RolloutFile
+    line: int
+    offset: int
+    size: int
+
+
+def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_bytes: int) -> list[_Row]:
+    rows: list[_Row] = []
+    task_inputs = 0
+    for line in read_json_objects(file.path, sink, max_line_bytes=max_line_bytes):
+        if not is_rollout_row(line.value):
+            task_inputs += 1
+            continue
+        ident = identity(line.value, file.path.name, line.line)
+        if not ident.derived:
+            stats.rows_without_identity += 1
+            sink.add(
+                Diagnostic(
+                    "warning",
+                    "rollout_identity_unavailable",
+                    f"{ident.problem}; identified as {ident.rollout_id}",
+                    path=str(file.path),
+                    line=line.line,
+                    offset=line.offset,
+                )
+            )
+        rows.append(_Row(ident, file, line.line, line.offset, line.size))
+    if task_inputs:
+        stats.task_input_rows += task_inputs
+        sink.add(
+            Diagnostic(
+                "warning" if not rows else "info",
+                "task_input_rows",
+                f"{task_inputs} row(s) are task inputs (no response, reward or attachment): not rollouts, not built",
+                path=str(file.path),
+            )
+        )
+    stats.rows += len(rows)
+    return rows
+
+
+def plan(inputs: Inputs, sink: DiagnosticSink, *, max_line_bytes: int) -> tuple[list[Slot], PlanStats]:
+    """Index every rollout row and capture artifact; return the slots in output order."""
+    stats = PlanStats()
+    rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes)]
+    runs_by_id: dict[str, set[str]] = {}
+    for row in rows:
+        if row.identity.derived:
+            runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
+    attached: dict[tuple[str, str], list[CaptureFiles]] = {}
+    slots: list[Slot] = []
+    for (rollout, manifest_run), stores in inputs.capture.items():
+        files = [stores[store] for store in sorted(stores)]
+        runs = {manifest_run} & runs_by_id.get(rollout, set()) if manifest_run else runs_by_id.get(rollout, set())
+        if len(runs) == 1:
+            attached.setdefault((rollout, next(iter(runs))), []).extend(files)
+        else:
+            slots.append(_orphan(inputs, rollout, files, sorted(runs), stats, sink))
+    for row in rows:
+        key = (row.identity.rollout_id, row.file.run)
+        capture = tuple(attached.get(key, ())) if row.identity.derived else ()
+        slots.append(
+            Slot(
+                row.identity,
+                row.file.run,
+                str(row.file.path),
+                row.line,
+                row.offset,
+                row.size,
+                capture,
+                (),
+                row.file.named,
+            )
+        )
+    slots.sort(key=Slot.sort_key)
+    return slots, stats
+
+
+def _orphan(
+    inputs: Inputs, rollout: str, files: list[CaptureFiles], runs: list[str], stats: PlanStats, sink: DiagnosticSink
+) -> Slot:
+    names = [f.capture or f"{f.store}/{rollout}.capture.incomplete" for f in files]
+    if runs:
+        stats.ambiguous_captures.extend(names)
+        gap = ObservationGap(code="rollout_attribution_ambiguous", detail="runs=" + ",".join(runs))
+        message = f"rollout {rollout} exists in several runs ({', '.join(runs)}); capture attached to none"
+        sink.add(Diagnostic("warning", "capture_ambiguous", message, path=names[0]))
+    else:
+        stats.orphan_captures.extend(names)
+        detail = "capture:" + ",".join(sorted(name.rsplit("/", 1)[-1] for name in names))
+        gap = ObservationGap(code="rollout_record_unavailable", detail=detail)
+    named = inputs.capture_named.get(names[0], files[0].store)
+    identity_ = Identity(task_from_rollout_id(rollout), rollout)
+    return Slot(identity_, None, None, 0, 0, 0, tuple(files), (gap,), named)

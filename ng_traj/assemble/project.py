@@ -1,0 +1,269 @@
+"""The ``ng_trajectory`` projection, with the reference precedence and merge rules.
+
+Source: ``_build_trajectory_record`` in ``nemo_gym/rollout_collection.py`` at ``07d6b0d07``
+(gym-reference.md §5.3). Precedence (PRODUCT.md §4.3): producer ``ng_trajectory`` > the row's
+``ng_agent_observations`` > bundles built from native files > capture.
+
+* Step A, producer trajectory: validated (else ``producer_trajectory_invalid``); a task or rollout id
+  differing from the canonical one gives ``producer_trajectory_identity_mismatch`` and rewrites turns.
+* Step B, each observation bundle in precedence order: validated (else ``agent_observations_invalid``);
+  gaps appended; invocations appended unless their id is taken; tool observations merged by
+  ``(invocation_id, tool_call_id)``, observed non-null fields overriding, except that an observed
+  ``unknown`` status keeps a known one; ``output`` taken from the conversation's
+  ``function_call_output``.
+* Step C, turns sorted by ``(timestamp, invocation_id, turn_no)``.
+* Step D, captured calls in capture order: metadata and token stats projected; merged into a
+  producer call with the same ``model_call_id`` (capture's non-null values win), else appended.
+* Step E, ``model_calls_unavailable``, ``turns_unavailable``, ``conversation_unavailable``.
+* Step F, gaps de-duplicated by ``(code, invocation_id, detail)``; the record validated.
+
+ng-traj additions (marked by their own gaps, documented in the README): the fallback root invocation
+(PRODUCT.md §10.4) placed before Step E, and collector-level gaps of the build placed before the
+availability gaps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import ValidationError
+
+from ng_traj.assemble.join import dedupe_gaps
+from ng_traj.contract import (
+    AgentInvocation,
+    AgentObservationBundle,
+    ObservationGap,
+    ToolCallObservation,
+    TrajectoryModelCall,
+    TrajectoryRecord,
+    TrajectoryTokenStats,
+    TrajectoryToolCall,
+    TrajectoryTurn,
+)
+
+METADATA_KEYS = (
+    "response_id",
+    "model_ref",
+    "model",
+    "dialect",
+    "status_code",
+    "response_status",
+    "finish_reason",
+    "error_category",
+    "latency_ttft_ms",
+)
+FALLBACK_INVOCATION_ID = "rollout_record"
+
+
+@dataclass
+class Fallback:
+    """The fallback root invocation of a rollout with no conversation evidence (PRODUCT.md §10.4)."""
+
+    invocation: AgentInvocation
+    gap: ObservationGap
+
+
+@dataclass
+class ProjectionInputs:
+    """Everything projected into one rollout's trajectory.
+
+    Attributes:
+        task_id: Canonical task id.
+        rollout_id: Canonical rollout id.
+        producer_trajectory: The row's ``ng_trajectory`` value (used when it is an object).
+        bundles: Observation bundle values in precedence order (row bundle, then native bundles).
+        capture_calls: Captured calls as ``ModelCallRecord``-shaped mappings, in capture order.
+        capture_gaps: The capture attachment's gap values.
+        fallback: Used only when no invocation would have a conversation.
+        build_gaps: ng-traj gaps about the rollout's artifacts (identity, attribution).
+    """
+
+    task_id: str
+    rollout_id: str
+    producer_trajectory: Any = None
+    bundles: Sequence[Any] = ()
+    capture_calls: Sequence[Mapping[str, Any]] = ()
+    capture_gaps: Sequence[Any] = ()
+    fallback: Fallback | None = None
+    build_gaps: Sequence[ObservationGap] = ()
+
+
+@dataclass
+class _State:
+    gaps: list[ObservationGap] = field(default_factory=list)
+    invocations: list[AgentInvocation] = field(default_factory=list)
+    turns: list[TrajectoryTurn] = field(default_factory=list)
+    tools: list[TrajectoryToolCall] = field(default_factory=list)
+    model_calls: list[TrajectoryModelCall] = field(default_factory=list)
+
+
+def _producer(state: _State, value: Any, task_id: str, rollout_id: str) -> None:
+    if not isinstance(value, dict):
+        return
+    try:
+        trajectory = TrajectoryRecord.model_validate(value)
+    except ValidationError as exc:
+        state.gaps.append(ObservationGap(code="producer_trajectory_invalid", detail=type(exc).__name__))
+        return
+    mismatches = [
+        name
+        for name, producer, canonical in (
+            ("task_id", trajectory.task_id, task_id),
+            ("rollout_id", trajectory.rollout_id, rollout_id),
+        )
+        if producer != canonical
+    ]
+    turns = trajectory.turns
+    if mismatches:
+        state.gaps.append(ObservationGap(code="producer_trajectory_identity_mismatch", detail=",".join(mismatches)))
+        turns = [turn.model_copy(update={"task_id": task_id, "rollout_id": rollout_id}) for turn in turns]
+    state.gaps.extend(trajectory.gaps)
+    state.invocations = list(trajectory.invocations)
+    state.turns = list(turns)
+    state.tools = list(trajectory.tool_calls)
+    state.model_calls = list(trajectory.model_calls)
+
+
+def _observations(state: _State, value: Any) -> None:
+    if value is None:
+        return
+    try:
+        bundle = value if isinstance(value, AgentObservationBundle) else AgentObservationBundle.model_validate(value)
+        state.gaps.extend(bundle.gaps)
+        taken = {invocation.invocation_id for invocation in state.invocations}
+        state.invocations.extend(
+            record
+            for record in bundle.records
+            if isinstance(record, AgentInvocation) and record.invocation_id not in taken
+        )
+        observed = [record for record in bundle.records if isinstance(record, ToolCallObservation)]
+        if observed:
+            _merge_tools(state, observed)
+    except (ValidationError, ValueError) as exc:
+        state.gaps.append(ObservationGap(code="agent_observations_invalid", detail=type(exc).__name__))
+
+
+def _merge_tools(state: _State, observed: list[ToolCallObservation]) -> None:
+    outputs = {
+        (invocation.invocation_id, item.call_id): item.output
+        for invocation in state.invocations
+        for item in invocation.conversation
+        if getattr(item, "type", None) == "function_call_output"
+    }
+    positions = {(tool.invocation_id, tool.tool_call_id): index for index, tool in enumerate(state.tools)}
+    for tool in observed:
+        key = (tool.invocation_id, tool.tool_call_id)
+        position = positions.get(key)
+        existing = state.tools[position] if position is not None else None
+        merged = existing.model_dump(mode="json") if existing is not None else {}
+        update = tool.model_dump(mode="json", exclude_none=True)
+        if existing is not None and tool.status == "unknown" and existing.status != "unknown":
+            update.pop("status", None)
+        merged.update(update)
+        if key in outputs:
+            merged["output"] = outputs[key]
+        projected = TrajectoryToolCall.model_validate(merged)
+        if position is None:
+            positions[key] = len(state.tools)
+            state.tools.append(projected)
+        else:
+            state.tools[position] = projected
+
+
+def _nonnegative_int(value: Any) -> int | None:
+    return value if type(value) is int and value >= 0 else None
+
+
+def project_call(raw: Mapping[str, Any]) -> TrajectoryModelCall:
+    """Project one captured call (a ``ModelCallRecord``-shaped mapping) into a trajectory model call.
+
+    Raises:
+        pydantic.ValidationError: A value the contract rejects (for example a negative latency).
+    """
+    metadata = {key: raw[key] for key in METADATA_KEYS if raw.get(key) is not None}
+    response = raw.get("response")
+    if isinstance(response, dict) and isinstance(response.get("status"), str):
+        metadata.setdefault("response_status", response["status"])
+    return TrajectoryModelCall(
+        model_call_id=raw.get("model_call_id"),
+        started_at=raw.get("started_at"),
+        completed_at=raw.get("completed_at"),
+        duration_ms=raw.get("latency_total_ms"),
+        request=raw.get("request") if raw.get("request") is not None else raw.get("request_raw"),
+        response=response if response is not None else raw.get("response_raw"),
+        response_metadata=metadata,
+        token_stats=TrajectoryTokenStats(
+            prompt_tokens=_nonnegative_int(raw.get("tokens_in")),
+            completion_tokens=_nonnegative_int(raw.get("tokens_out")),
+            reasoning_tokens=_nonnegative_int(raw.get("tokens_reasoning")),
+            total_tokens=_nonnegative_int(raw.get("tokens_total")),
+            cached_tokens=_nonnegative_int(raw.get("cached_tokens")),
+        ),
+    )
+
+
+def _capture(state: _State, calls: Sequence[Mapping[str, Any]], gaps: Sequence[Any]) -> None:
+    positions = {call.model_call_id: i for i, call in enumerate(state.model_calls) if call.model_call_id is not None}
+    for raw in calls:
+        if not isinstance(raw, Mapping):
+            continue
+        projected = project_call(raw)
+        call_id = raw.get("model_call_id")
+        position = positions.pop(call_id, None) if call_id is not None else None
+        if position is None:
+            state.model_calls.append(projected)
+            continue
+        merged = state.model_calls[position].model_dump(mode="json")
+        update = projected.model_dump(mode="json", exclude_none=True)
+        for key in ("response_metadata", "token_stats"):
+            merged[key].update(update.pop(key))
+        merged.update(update)
+        state.model_calls[position] = TrajectoryModelCall.model_validate(merged)
+    for raw_gap in gaps:
+        if isinstance(raw_gap, dict):
+            try:
+                state.gaps.append(ObservationGap.model_validate(raw_gap))
+            except ValidationError:
+                state.gaps.append(ObservationGap(code="model_call_capture_gap_invalid"))
+
+
+def project(inputs: ProjectionInputs) -> TrajectoryRecord:
+    """Build one rollout's trajectory (module docstring gives the steps).
+
+    Raises:
+        pydantic.ValidationError: The projected record breaks the contract (duplicate ids, negative
+            durations); the caller records ``trajectory_projection_failed``.
+    """
+    state = _State()
+    _producer(state, inputs.producer_trajectory, inputs.task_id, inputs.rollout_id)
+    for bundle in inputs.bundles:
+        _observations(state, bundle)
+    state.turns.sort(key=lambda turn: (turn.timestamp, turn.invocation_id, turn.turn_no))
+    _capture(state, inputs.capture_calls, inputs.capture_gaps)
+    state.gaps.extend(inputs.build_gaps)
+    if inputs.fallback is not None and not any(invocation.conversation for invocation in state.invocations):
+        state.invocations.append(inputs.fallback.invocation)
+        state.gaps.append(inputs.fallback.gap)
+    if not state.model_calls:
+        state.gaps.append(ObservationGap(code="model_calls_unavailable"))
+    if not state.turns:
+        state.gaps.append(ObservationGap(code="turns_unavailable"))
+    if not any(invocation.conversation for invocation in state.invocations):
+        state.gaps.append(ObservationGap(code="conversation_unavailable"))
+    return TrajectoryRecord(
+        task_id=inputs.task_id,
+        rollout_id=inputs.rollout_id,
+        invocations=state.invocations,
+        turns=state.turns,
+        model_calls=state.model_calls,
+        tool_calls=state.tools,
+        gaps=dedupe_gaps(state.gaps),
+    )
+
+
+def failed_projection(task_id: str, rollout_id: str, exc: Exception) -> TrajectoryRecord:
+    """The minimal trajectory written when the projection fails (gym-reference §5.4)."""
+    gap = ObservationGap(code="trajectory_projection_failed", detail=type(exc).__name__)
+    return TrajectoryRecord(task_id=task_id, rollout_id=rollout_id, gaps=[gap])

@@ -1,0 +1,179 @@
+"""Assembling one rollout: its row, its capture evidence and its bundles into one trajectory.
+
+This mirrors what the NeMo Gym collector does per finished rollout (gym-reference.md §2.10, §5):
+the capture attachment is recomputed from the raw capture lines when capture stores are given (else
+the row's own ``ng_model_call_capture`` is used as recorded), the row's observation bundle is joined
+to the captured calls, and the result is projected (``assemble/project.py``). Decisions of
+PRODUCT.md §10 (7: join without capture, 4: fallback invocation, 3: rows without identity) are
+applied here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from ng_traj.assemble.join import join_model_call_observations
+from ng_traj.assemble.project import (
+    FALLBACK_INVOCATION_ID,
+    Fallback,
+    ProjectionInputs,
+    failed_projection,
+    project,
+)
+from ng_traj.contract import AgentInvocation, AgentObservationBundle, ModelCallRecord, ObservationGap, TrajectoryRecord
+from ng_traj.contract.capture import PAYLOAD_KEYS
+from ng_traj.contract.conversation import ConversationItem
+from ng_traj.sources.capture import CaptureEvidence
+
+_ITEM = TypeAdapter(ConversationItem)
+_RECORD_FIELDS = tuple(ModelCallRecord.model_fields)
+REDACTION_GAP = "multimodal_history_redacted"
+
+
+@dataclass
+class CaptureState:
+    """The capture attachment of one rollout, as the collector would attach it.
+
+    Attributes:
+        records: Calls recomputed from raw capture lines (empty when taken from the row).
+        calls: Call mappings projected into the trajectory, in capture order.
+        gaps: Capture gap values (``ng_model_call_capture.gaps``).
+        recomputed: True when built from capture stores of this build.
+    """
+
+    records: list[ModelCallRecord] = field(default_factory=list)
+    calls: list[Mapping[str, Any]] = field(default_factory=list)
+    gaps: list[Any] = field(default_factory=list)
+    recomputed: bool = False
+
+
+def record_mapping(record: ModelCallRecord) -> dict[str, Any]:
+    """A ``ModelCallRecord`` as a plain mapping, without copying its payloads."""
+    return {name: getattr(record, name) for name in _RECORD_FIELDS}
+
+
+def capture_from_evidence(evidence: CaptureEvidence | None, error: bool = False) -> CaptureState:
+    """The capture attachment built from this build's stores (gym-reference §2.10 step 2).
+
+    Args:
+        evidence: Calls, invalid count and marker state, or ``None`` when no store has the rollout.
+        error: Reading a capture file failed.
+    """
+    gaps: list[Any] = []
+    if error:
+        return CaptureState(gaps=[{"code": "model_call_capture_unreadable"}], recomputed=True)
+    if evidence is None:
+        return CaptureState(gaps=[{"code": "model_call_capture_no_records"}], recomputed=True)
+    if evidence.invalid:
+        gaps.append({"code": "model_call_capture_records_unreadable", "detail": f"count={evidence.invalid}"})
+    if evidence.incomplete:
+        gaps.append({"code": "model_call_capture_incomplete"})
+    elif not evidence.calls and not evidence.invalid:
+        gaps.append({"code": "model_call_capture_no_records"})
+    records = evidence.records
+    return CaptureState(records, [record_mapping(r) for r in records], gaps, recomputed=True)
+
+
+def capture_from_row(row: Mapping[str, Any]) -> CaptureState:
+    """The row's own ``ng_model_call_capture`` (any version since 2026-07-15), as recorded.
+
+    A ``trajectory_projection_failed`` gap left by a failed collector projection is dropped: this
+    build projects again and records its own outcome.
+    """
+    attachment = row.get("ng_model_call_capture")
+    if not isinstance(attachment, dict):
+        return CaptureState()
+    calls = attachment.get("calls")
+    gaps = attachment.get("gaps")
+    return CaptureState(
+        calls=[call for call in calls if isinstance(call, Mapping)] if isinstance(calls, list) else [],
+        gaps=[
+            gap
+            for gap in (gaps if isinstance(gaps, list) else [])
+            if not (isinstance(gap, dict) and gap.get("code") == "trajectory_projection_failed")
+        ],
+    )
+
+
+def has_redaction_gap(row: Mapping[str, Any]) -> bool:
+    """True when the row's trajectory or bundle carries ``multimodal_history_redacted`` (gym-reference §2.10)."""
+    for key in ("ng_trajectory", "ng_agent_observations"):
+        container = row.get(key)
+        gaps = container.get("gaps") if isinstance(container, dict) else None
+        if isinstance(gaps, list) and any(isinstance(g, dict) and g.get("code") == REDACTION_GAP for g in gaps):
+            return True
+    return False
+
+
+def without_payloads(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Copies of ``calls`` without request and response payloads."""
+    return [{key: value for key, value in call.items() if key not in PAYLOAD_KEYS} for call in calls]
+
+
+def join_row_bundle(value: Any, capture: CaptureState) -> tuple[Any, ObservationGap | None]:
+    """Join the row's bundle to recomputed capture calls (gym-reference §2.10 step 3).
+
+    Returns:
+        The joined bundle (or the value unchanged when it is invalid, with the
+        ``agent_observation_join_failed`` gap for the capture attachment).
+    """
+    try:
+        bundle = AgentObservationBundle.model_validate(value)
+        return join_model_call_observations(bundle, capture.records), None
+    except (ValidationError, ValueError):
+        return value, ObservationGap(code="agent_observation_join_failed")
+
+
+def conversation_items(values: Sequence[Any]) -> tuple[list[Any], int]:
+    """Validate candidate conversation items; return the valid ones and how many were dropped."""
+    items, dropped = [], 0
+    for value in values:
+        try:
+            items.append(_ITEM.validate_python(value))
+        except ValidationError:
+            dropped += 1
+    return items, dropped
+
+
+_STATUS = {"completed": "completed", "incomplete": "incomplete", "failed": "failed", "cancelled": "failed"}
+
+
+def fallback_invocation(row: Mapping[str, Any]) -> Fallback | None:
+    """The root invocation rebuilt from the row's request input and response output (PRODUCT.md §10.4).
+
+    ``None`` when the row has neither. Items that are not valid conversation items are dropped and
+    counted in the gap detail (``dropped_items=<n>``).
+    """
+    params = row.get("responses_create_params")
+    raw_input = params.get("input") if isinstance(params, dict) else None
+    if isinstance(raw_input, str):
+        raw_input = [{"type": "message", "role": "user", "content": raw_input}]
+    response = row.get("response")
+    response = response if isinstance(response, dict) else {}
+    output = response.get("output")
+    values = [*(raw_input if isinstance(raw_input, list) else []), *(output if isinstance(output, list) else [])]
+    if not values:
+        return None
+    items, dropped = conversation_items(values)
+    error = response.get("error")
+    status = "failed" if isinstance(error, dict) else _STATUS.get(str(response.get("status")), "unknown")
+    invocation = AgentInvocation(
+        invocation_id=FALLBACK_INVOCATION_ID,
+        status=status,
+        error_type=(str(error.get("code") or error.get("type") or "error") if isinstance(error, dict) else None),
+        conversation=items,
+    )
+    detail = f"dropped_items={dropped}" if dropped else None
+    return Fallback(invocation, ObservationGap(code="conversation_from_rollout_record", detail=detail))
+
+
+def build_trajectory(inputs: ProjectionInputs) -> tuple[TrajectoryRecord, Exception | None]:
+    """Project, falling back to the minimal failed-projection record (gym-reference §5.4)."""
+    try:
+        return project(inputs), None
+    except (ValidationError, ValueError) as exc:
+        return failed_projection(inputs.task_id, inputs.rollout_id, exc), exc

@@ -1,0 +1,77 @@
+"""``ng-traj build INPUT... -o OUT``: assemble one ng_trajectory record per rollout."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ng_traj.cli.common import DEBUG_HELP, JSON_HELP, guarded
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+
+KINDS_HELP = "Force the kind of every named input: rollouts or capture."
+
+
+def command(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            help="Rollout JSONL files, capture store folders or files, or folders holding them.", show_default=False
+        ),
+    ],
+    output: Annotated[
+        str | None,
+        typer.Option("-o", "--output", help="Output file; '-' for standard output.", show_default=False),
+    ] = None,
+    output_format: Annotated[str, typer.Option("--format", help="Output format: jsonl.")] = "jsonl",
+    force_kind: Annotated[str | None, typer.Option("--as", help=KINDS_HELP, show_default=False)] = None,
+    manifest: Annotated[
+        Path | None,
+        typer.Option(help="JSONL or CSV mapping rollout_id to artifact paths (and run).", show_default=False),
+    ] = None,
+    attach: Annotated[
+        bool, typer.Option("--attach", help="Write the rollout rows with ng_trajectory attached.")
+    ] = False,
+    no_payloads: Annotated[
+        bool, typer.Option("--no-payloads", help="Leave model-call request and response payloads out.")
+    ] = False,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Mask secrets (exact key names, credential patterns) in the output.")
+    ] = False,
+    redact_key: Annotated[
+        list[str] | None, typer.Option("--redact-key", help="Another exact key name to mask (repeatable).")
+    ] = None,
+    json_output: Annotated[bool, typer.Option("--json", help=JSON_HELP + " Summary only.")] = False,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only error diagnostics.")] = False,
+    max_line_bytes: Annotated[
+        int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
+    ] = DEFAULT_MAX_LINE_BYTES,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+) -> None:
+    """Assemble trajectories from retained artifacts: rollout rows and model-call capture stores.
+
+    Every rollout row yields one ng_trajectory record (schema 1.0), capture files without a row
+    yield their own, and rows with no identity are identified by file and line. Records are ordered
+    by rollout id. Diagnostics go to standard error; a summary follows (--json for JSON). Exit 0 on
+    success (warnings allowed), 1 when a named input yields nothing, 2 for usage errors.
+    """
+    from ng_traj.cli.build_run import BuildRequest, run
+
+    request = BuildRequest(
+        inputs=inputs,
+        output=output,
+        output_format=output_format,
+        force_kind=force_kind,
+        manifest=manifest,
+        attach=attach,
+        payloads=not no_payloads,
+        redact=redact or bool(redact_key),
+        redact_keys=tuple(redact_key or ()),
+        json_output=json_output,
+        quiet=quiet,
+        max_line_bytes=max_line_bytes,
+        stdout_is_terminal=sys.stdout.isatty(),
+    )
+    guarded(debug, lambda: run(request))

@@ -1,0 +1,135 @@
+"""The body of ``ng-traj build``: check the request, run the pipeline, render the summary."""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import orjson
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+from rich.table import Table
+
+from ng_traj.assemble.build import BuildOptions
+from ng_traj.assemble.pipeline import BuildSummary, build, prepare
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.io.atomic import STDOUT, atomic_file
+from ng_traj.redact import Redactor
+from ng_traj.sources.detect import KINDS
+from ng_traj.sources.manifest import read_manifest
+
+
+@dataclass(frozen=True)
+class BuildRequest:
+    """The parsed command line of ``ng-traj build``."""
+
+    inputs: list[Path]
+    output: str | None
+    output_format: str
+    force_kind: str | None
+    manifest: Path | None
+    attach: bool
+    payloads: bool
+    redact: bool
+    redact_keys: tuple[str, ...]
+    json_output: bool
+    quiet: bool
+    max_line_bytes: int
+    stdout_is_terminal: bool
+
+
+def _check(request: BuildRequest) -> str:
+    if request.force_kind is not None and request.force_kind not in KINDS:
+        raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(KINDS)}")
+    if request.output_format != "jsonl":
+        raise RunError(f"--format {request.output_format!r}: only jsonl is supported")
+    if request.output is None:
+        if request.stdout_is_terminal:
+            raise RunError("name an output file with -o (or -o - for standard output)")
+        return STDOUT
+    return request.output
+
+
+def _printer(request: BuildRequest, console) -> object:
+    show = diagnostic_printer(console)
+    allowed = {"error"} if request.quiet else {"error", "warning", "info"}
+
+    def emit(diagnostic: Diagnostic) -> None:
+        if diagnostic.severity in allowed:
+            show(diagnostic)
+
+    return emit
+
+
+def run(request: BuildRequest) -> int:
+    """Run a build; returns the exit code (PRODUCT.md §10.15)."""
+    output = _check(request)
+    console = stderr_console()
+    sink = DiagnosticSink(_printer(request, console))  # type: ignore[arg-type]
+    manifest = read_manifest(request.manifest, sink) if request.manifest else []
+    inputs, slots, stats = prepare(
+        request.inputs, sink, force_kind=request.force_kind, manifest=manifest, max_line_bytes=request.max_line_bytes
+    )
+    options = BuildOptions(
+        capture_enabled=inputs.capture_enabled,
+        payloads=request.payloads,
+        attach=request.attach,
+        redactor=Redactor(request.redact_keys) if request.redact else None,
+    )
+    show_progress = console.is_terminal and not request.json_output
+    columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    with (
+        atomic_file(output) as handle,
+        Progress(*columns, console=console, transient=True, disable=not show_progress) as bar,
+    ):
+        task = bar.add_task("build", total=len(slots))
+        sink.emit = _printer(request, bar.console)  # type: ignore[assignment]
+        summary = build(inputs, slots, stats, options, sink, handle.write, lambda _: bar.advance(task))
+    _render(summary, request, output, console)
+    return EXIT_DATA if summary.empty_inputs else EXIT_OK
+
+
+def _render(summary: BuildSummary, request: BuildRequest, output: str, console) -> None:
+    data = {**summary.to_json(), "output": output}
+    if request.json_output:
+        stream = sys.stderr.buffer if output == STDOUT else sys.stdout.buffer
+        stream.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
+        stream.flush()
+        return
+    for named in summary.empty_inputs:
+        console.print(f"[bold red]error:[/] {named}: nothing usable was built from this input")
+    if not console.is_terminal:
+        console.print(_one_line(data))
+        return
+    console.print(_table(data))
+
+
+def _one_line(data: dict) -> str:
+    gaps = sum(data["gaps_by_code"].values())
+    return (
+        f"built {data['trajectories']} trajectories ({data['model_calls']} model calls, {data['tool_calls']} tool calls, "
+        f"{gaps} gaps) -> {data['output']}; {data['lines_skipped']} line(s) skipped, "
+        f"{len(data['orphan_captures'])} orphan capture file(s), {data['diagnostics']['errors']} error(s), "
+        f"{data['diagnostics']['warnings']} warning(s)"
+    )
+
+
+def _table(data: dict) -> Table:
+    table = Table(title=f"ng-traj build -> {data['output']}", show_header=False, box=None)
+    table.add_column(style="bold")
+    table.add_column()
+    rows = [
+        ("trajectories", str(data["trajectories"])),
+        ("by origin", ", ".join(f"{k} {v}" for k, v in data["by_origin"].items()) or "-"),
+        ("inputs by kind", ", ".join(f"{k} {v}" for k, v in data["inputs_by_kind"].items()) or "-"),
+        ("rows", f"{data['rollout_rows']} rollout, {data['task_input_rows']} task input"),
+        ("calls", f"{data['model_calls']} model, {data['tool_calls']} tool; {data['invocations']} invocations"),
+        ("lines skipped", str(data["lines_skipped"])),
+        ("orphan captures", str(len(data["orphan_captures"]))),
+        ("gaps", ", ".join(f"{k} {v}" for k, v in data["gaps_by_code"].items()) or "-"),
+        ("diagnostics", f"{data['diagnostics']['errors']} errors, {data['diagnostics']['warnings']} warnings"),
+    ]
+    for key, value in rows:
+        table.add_row(key, value)
+    return table

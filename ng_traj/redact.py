@@ -1,0 +1,93 @@
+"""Masking secrets in output copies (``--redact``).
+
+Keys are matched by *exact* name (case-insensitive, ``-`` and ``_`` treated alike), never by
+substring, so ``max_output_tokens``, ``prompt_tokens`` and every other usage field stay intact
+(bug-shapes.md B17). String values anywhere are scanned for well-known credential patterns (API keys,
+bearer tokens, private key blocks), and only the matching part is replaced. Redaction works on the
+output copy; inputs and the values ng-traj parses are never touched.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+
+MASK = "[REDACTED]"
+
+SECRET_KEYS = frozenset(
+    {
+        "api_key",
+        "apikey",
+        "api_token",
+        "access_token",
+        "refresh_token",
+        "id_token",
+        "auth_token",
+        "authorization",
+        "proxy_authorization",
+        "x_api_key",
+        "x_goog_api_key",
+        "api_secret",
+        "client_secret",
+        "secret",
+        "secret_key",
+        "password",
+        "passwd",
+        "private_key",
+        "cookie",
+        "set_cookie",
+        "aws_secret_access_key",
+        "aws_session_token",
+        "openai_api_key",
+        "anthropic_api_key",
+        "hf_token",
+    }
+)
+"""Key names whose values are masked whole (normalised: lower case, ``-`` as ``_``)."""
+
+SECRET_PATTERNS = (
+    re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"),
+    re.compile(r"\b(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
+    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
+    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
+    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
+    re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
+    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
+    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+)
+"""Value patterns replaced wherever they occur inside a string."""
+
+
+def _normalise(key: str) -> str:
+    return key.lower().replace("-", "_")
+
+
+class Redactor:
+    """Masks secrets in JSON values.
+
+    Args:
+        extra_keys: More exact key names to mask (``--redact-key``).
+    """
+
+    def __init__(self, extra_keys: Iterable[str] = ()) -> None:
+        self.keys = SECRET_KEYS | {_normalise(key) for key in extra_keys}
+
+    def text(self, value: str) -> str:
+        """``value`` with every credential pattern replaced by the mask."""
+        for pattern in SECRET_PATTERNS:
+            value = pattern.sub(MASK, value)
+        return value
+
+    def value(self, value: Any) -> Any:
+        """A redacted copy of a JSON value."""
+        if isinstance(value, str):
+            return self.text(value)
+        if isinstance(value, list):
+            return [self.value(item) for item in value]
+        if isinstance(value, dict):
+            return {key: (MASK if self._secret(key, item) else self.value(item)) for key, item in value.items()}
+        return value
+
+    def _secret(self, key: Any, item: Any) -> bool:
+        return isinstance(key, str) and _normalise(key) in self.keys and item is not None and item != ""

@@ -1,0 +1,184 @@
+"""Model-call capture stores: ``<rollout_id>.capture.jsonl`` files and ``.capture.incomplete`` markers.
+
+Format: NeMo Gym's ``CaptureStore`` (``nemo_gym/base_responses_api_model.py`` at ``07d6b0d07``;
+gym-reference.md §2.2–§2.3, versions in §9). One directory per model-server run; one append-only
+JSONL file per rollout id, one raw exchange per line in completion order; an empty
+``<rollout_id>.capture.incomplete`` marker means a write was lost. A capture file's rollout id is its
+file name.
+
+Reading is the reference's *tolerant* reader: blank lines skipped; every other line, valid or not,
+takes the next ``call_index`` (so valid records may have holes); lines that are not JSON objects, or
+that fail to build a ``ModelCallRecord``, are counted as unreadable. Several stores may hold the same
+rollout (policy and judge servers): their calls are unioned, ordered by (``completed_at``, store path,
+line), and de-duplicated by ``model_call_id`` (PRODUCT.md §10.8).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ng_traj.contract.capture import ModelCallRecord
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.lines import iter_json_lines, not_an_object
+from ng_traj.sources.capture_record import derive_record
+
+CAPTURE_SUFFIX = ".capture.jsonl"
+INCOMPLETE_SUFFIX = ".capture.incomplete"
+
+
+def capture_rollout_id(name: str) -> str | None:
+    """Rollout id named by a capture file or marker name, else ``None``."""
+    for suffix in (CAPTURE_SUFFIX, INCOMPLETE_SUFFIX):
+        if name.endswith(suffix) and len(name) > len(suffix):
+            return name[: -len(suffix)]
+    return None
+
+
+@dataclass(frozen=True, slots=True)
+class CaptureFiles:
+    """What one store holds for one rollout id: its capture file and/or its incomplete marker."""
+
+    store: str
+    rollout_id: str
+    capture: str | None = None
+    incomplete: bool = False
+
+
+@dataclass(slots=True)
+class CapturedCall:
+    """One readable captured call with where it came from."""
+
+    record: ModelCallRecord
+    exchange: dict[str, Any]
+    store: str
+    path: str
+    line: int
+
+
+@dataclass(slots=True)
+class CaptureEvidence:
+    """All capture evidence for one rollout id across the build's stores.
+
+    Attributes:
+        calls: Readable calls, in capture order (one store) or the multi-store order.
+        invalid: Lines that were not JSON objects or not valid records.
+        incomplete: Some store had the ``.capture.incomplete`` marker.
+        files: Capture files and markers read.
+    """
+
+    calls: list[CapturedCall] = field(default_factory=list)
+    invalid: int = 0
+    incomplete: bool = False
+    files: list[str] = field(default_factory=list)
+
+    @property
+    def records(self) -> list[ModelCallRecord]:
+        """The ``ModelCallRecord`` of every readable call, in order."""
+        return [call.record for call in self.calls]
+
+
+def read_capture_file(path: str, store: str, sink: DiagnosticSink) -> tuple[list[CapturedCall], int]:
+    """Read one capture file with the tolerant reader.
+
+    Returns:
+        The readable calls and the number of unreadable lines. A file that cannot be opened is
+        reported as ``unreadable_file`` and yields nothing (the caller's gap says so).
+    """
+    calls: list[CapturedCall] = []
+    invalid = 0
+    try:
+        for index, line in enumerate(iter_json_lines(path)):
+            if not line.ok or not isinstance(line.value, dict):
+                sink.add(line.problem if line.problem is not None and not line.ok else not_an_object(line))
+                invalid += 1
+                continue
+            if line.problem is not None:
+                sink.add(line.problem)
+            try:
+                record = derive_record(line.value, call_index=index)
+            except ValidationError as exc:
+                invalid += 1
+                fields = ", ".join(sorted({str(error["loc"][0]) for error in exc.errors() if error["loc"]}))
+                sink.add(
+                    Diagnostic(
+                        "error",
+                        "capture_record_invalid",
+                        f"not a valid model-call record (bad {fields or 'shape'})",
+                        path=path,
+                        line=line.line,
+                        offset=line.offset,
+                    )
+                )
+                continue
+            calls.append(CapturedCall(record, line.value, store, path, line.line))
+    except OSError as exc:
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=path))
+        raise
+    return calls, invalid
+
+
+def collect_capture(files: Iterable[CaptureFiles], sink: DiagnosticSink) -> CaptureEvidence:
+    """Union the capture evidence of one rollout id over several stores (PRODUCT.md §10.8).
+
+    Raises:
+        OSError: A capture file could not be read (reported already; the rollout gets the
+            ``model_call_capture_unreadable`` gap).
+    """
+    evidence = CaptureEvidence()
+    per_store: list[list[CapturedCall]] = []
+    for entry in sorted(files, key=lambda f: f.store):
+        evidence.incomplete = evidence.incomplete or entry.incomplete
+        if entry.incomplete:
+            evidence.files.append(str(Path(entry.store) / f"{entry.rollout_id}{INCOMPLETE_SUFFIX}"))
+        if entry.capture is None:
+            continue
+        evidence.files.append(entry.capture)
+        calls, invalid = read_capture_file(entry.capture, entry.store, sink)
+        evidence.invalid += invalid
+        per_store.append(calls)
+    if len(per_store) <= 1:
+        evidence.calls = per_store[0] if per_store else []
+        return evidence
+    merged = [call for calls in per_store for call in calls]
+    merged.sort(key=_multi_store_order)
+    evidence.calls = _deduplicate(merged, sink)
+    return evidence
+
+
+def _multi_store_order(call: CapturedCall) -> tuple[bool, float, str, int]:
+    completed = call.record.completed_at
+    return (completed is None, completed or 0.0, call.store, call.line)
+
+
+def _deduplicate(calls: list[CapturedCall], sink: DiagnosticSink) -> list[CapturedCall]:
+    """Collapse calls sharing a ``model_call_id`` across stores; keep the lexically first store's copy."""
+    by_id: dict[str, list[CapturedCall]] = {}
+    for call in calls:
+        if call.record.model_call_id:
+            by_id.setdefault(call.record.model_call_id, []).append(call)
+    dropped: set[int] = set()
+    for call_id, copies in by_id.items():
+        stores = {copy.store for copy in copies}
+        if len(copies) < 2 or len(stores) < 2:
+            continue
+        keep = min(copies, key=lambda c: (c.store, c.line))
+        for copy in copies:
+            if copy is keep:
+                continue
+            dropped.add(id(copy))
+            if copy.exchange != keep.exchange:
+                sink.add(
+                    Diagnostic(
+                        "warning",
+                        "capture_duplicate_conflict",
+                        f"model_call_id {call_id} differs from the copy in {keep.store}; that copy kept",
+                        path=copy.path,
+                        line=copy.line,
+                    )
+                )
+    return [call for call in calls if id(call) not in dropped]

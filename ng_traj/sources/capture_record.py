@@ -1,0 +1,250 @@
+"""Deriving a ``ModelCallRecord`` from one raw capture line, exactly as NeMo Gym does.
+
+Source: ``build_model_call_record``, ``extract_token_stats``, ``_cache_signal`` and
+``_tool_calls_and_reasoning`` in ``nemo_gym/base_responses_api_model.py`` at ``07d6b0d07``
+(gym-reference.md §2.6–§2.8). Every raw key is optional (captures since 2026-07-15, §9).
+
+Token conventions: ``tokens_in`` is inclusive of cached tokens. OpenAI usage (``input_tokens`` /
+``prompt_tokens``) already is; Anthropic's ``input_tokens`` excludes cache reads and writes, so the
+top-level ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` are folded in (only when
+the input count was reported or the cache total is positive). A count is accepted only when it is a
+non-negative ``int``; anything else is "not reported" (``None``), never 0.
+
+Offline extension (PRODUCT.md §10.9): when ``response`` is null and ``response_raw`` holds SSE text,
+the derived fields come from the reassembled stream while ``response`` itself stays null.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from ng_traj.contract.capture import ModelCallRecord
+from ng_traj.sources.sse import reassemble
+
+
+def token_count(value: Any) -> int | None:
+    """``value`` when it is a non-negative ``int`` (booleans excluded), else ``None``."""
+    return value if type(value) is int and value >= 0 else None
+
+
+def _detail_count(usage: Mapping[str, Any], groups: tuple[str, ...], names: tuple[str, ...]) -> int | None:
+    for group in groups:
+        details = usage.get(group)
+        if not isinstance(details, Mapping):
+            continue
+        for name in names:
+            value = token_count(details.get(name))
+            if value is not None:
+                return value
+    return None
+
+
+def token_stats(usage: Any) -> dict[str, int | None]:
+    """Normalised token counts of one response ``usage`` (Responses, Chat or Anthropic shape).
+
+    Returns:
+        ``tokens_in`` (inclusive of cached), ``tokens_out``, ``tokens_reasoning``, ``tokens_total``,
+        ``cache_creation_tokens``; each ``None`` when not reported.
+    """
+    if not isinstance(usage, Mapping):
+        return dict.fromkeys(("tokens_in", "tokens_out", "tokens_reasoning", "tokens_total", "cache_creation_tokens"))
+    tokens_in = token_count(usage.get("input_tokens"))
+    if tokens_in is None:
+        tokens_in = token_count(usage.get("prompt_tokens"))
+    tokens_out = token_count(usage.get("output_tokens"))
+    if tokens_out is None:
+        tokens_out = token_count(usage.get("completion_tokens"))
+    cache_read = token_count(usage.get("cache_read_input_tokens"))
+    cache_creation = token_count(usage.get("cache_creation_input_tokens"))
+    if cache_read is not None or cache_creation is not None:
+        cache_total = (cache_read or 0) + (cache_creation or 0)
+        if tokens_in is not None or cache_total > 0:
+            tokens_in = (tokens_in or 0) + cache_total
+    tokens_total = token_count(usage.get("total_tokens"))
+    if tokens_total is None and tokens_in is not None and tokens_out is not None:
+        tokens_total = tokens_in + tokens_out
+    reasoning = _detail_count(usage, ("output_tokens_details", "completion_tokens_details"), ("reasoning_tokens",))
+    if reasoning is None:
+        reasoning = token_count(usage.get("reasoning_output_tokens"))
+    return {
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "tokens_reasoning": reasoning,
+        "tokens_total": tokens_total,
+        "cache_creation_tokens": cache_creation,
+    }
+
+
+def cache_signal(usage: Any) -> tuple[bool | None, int | None]:
+    """``(cache_hit, cached_tokens)``: prompt details before input details, then Anthropic's read count."""
+    if not isinstance(usage, Mapping):
+        return None, None
+    cached = _detail_count(
+        usage, ("prompt_tokens_details", "input_tokens_details"), ("cached_tokens", "cached_input_tokens")
+    )
+    if cached is None:
+        cached = token_count(usage.get("cache_read_input_tokens"))
+    if cached is None:
+        cached = token_count(usage.get("cached_input_tokens"))
+    if cached is None:
+        return None, None
+    return cached > 0, cached
+
+
+def parse_arguments(arguments: Any) -> Any:
+    """Tool-call arguments: an object as is; a string parsed as JSON (any value) or ``{"_raw": text}``."""
+    if isinstance(arguments, dict):
+        return arguments
+    if isinstance(arguments, str):
+        try:
+            return json.loads(arguments)
+        except ValueError:
+            return {"_raw": arguments}
+    return {}
+
+
+def tool_calls_and_reasoning(response: Mapping[str, Any]) -> tuple[list[dict[str, Any]], str | None]:
+    """Tool calls and reasoning text, by the response's *shape* (``output``, ``choices``, ``content``)."""
+    output = response.get("output")
+    if isinstance(output, list):
+        return _responses_shape(output)
+    choices = response.get("choices")
+    if isinstance(choices, list):
+        return _chat_shape(choices)
+    content = response.get("content")
+    if isinstance(content, list):
+        return _messages_shape(content)
+    return [], None
+
+
+def _responses_shape(output: list[Any]) -> tuple[list[dict[str, Any]], str | None]:
+    calls, reasoning = [], []
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call":
+            calls.append(
+                {
+                    "call_id": item.get("call_id") or item.get("id"),
+                    "name": item.get("name"),
+                    "arguments": parse_arguments(item.get("arguments")),
+                }
+            )
+        elif item.get("type") == "reasoning":
+            for part in item.get("summary") or []:
+                text = part.get("text") if isinstance(part, dict) else None
+                if isinstance(text, str) and text:
+                    reasoning.append(text)
+    return calls, "\n".join(reasoning) or None
+
+
+def _chat_shape(choices: list[Any]) -> tuple[list[dict[str, Any]], str | None]:
+    calls, reasoning = [], []
+    for choice in choices:
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, Mapping):
+            continue
+        for call in message.get("tool_calls") or []:
+            if not isinstance(call, dict):
+                continue
+            function = call.get("function") or {}
+            if not isinstance(function, Mapping):
+                function = {}
+            calls.append(
+                {
+                    "call_id": call.get("id"),
+                    "name": function.get("name"),
+                    "arguments": parse_arguments(function.get("arguments")),
+                }
+            )
+        text = message.get("reasoning_content") or message.get("reasoning")
+        if isinstance(text, str) and text:
+            reasoning.append(text)
+    return calls, "\n".join(reasoning) or None
+
+
+def _messages_shape(content: list[Any]) -> tuple[list[dict[str, Any]], str | None]:
+    calls, reasoning = [], []
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "tool_use":
+            calls.append({"call_id": block.get("id"), "name": block.get("name"), "arguments": block.get("input") or {}})
+        elif block.get("type") in ("thinking", "redacted_thinking") and isinstance(block.get("thinking"), str):
+            reasoning.append(block["thinking"])
+    return calls, "\n".join(reasoning) or None
+
+
+def _finish_reason(response: Mapping[str, Any]) -> str | None:
+    choices = response.get("choices")
+    first = choices[0] if isinstance(choices, list) and choices and isinstance(choices[0], dict) else {}
+    incomplete = response.get("incomplete_details")
+    incomplete = incomplete if isinstance(incomplete, dict) else {}
+    for value in (response.get("stop_reason"), first.get("finish_reason"), incomplete.get("reason")):
+        if isinstance(value, str):
+            return value
+    return None
+
+
+def derived_response(exchange: Mapping[str, Any]) -> dict[str, Any]:
+    """The response object the record's fields are derived from.
+
+    The recorded ``response`` when it is an object; else the reassembled SSE stream of
+    ``response_raw`` (PRODUCT.md §10.9); else ``{}``.
+    """
+    response = exchange.get("response")
+    if isinstance(response, dict):
+        return response
+    raw = exchange.get("response_raw")
+    if response is None and isinstance(raw, str):
+        dialect = exchange.get("dialect")
+        return reassemble(raw, dialect if isinstance(dialect, str) else None) or {}
+    return {}
+
+
+def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallRecord:
+    """Build the ``ModelCallRecord`` of one raw capture line.
+
+    Args:
+        exchange: The decoded capture line (every key optional).
+        call_index: Tolerant-reader index of the line in its capture file.
+
+    Raises:
+        pydantic.ValidationError: A field has a shape the record rejects (for example a ``model_ref``
+            that is not ``{type: "responses_api_models", name: str}``); the line counts as unreadable.
+    """
+    response = derived_response(exchange)
+    usage = response.get("usage")
+    cache_hit, cached_tokens = cache_signal(usage)
+    tool_calls, reasoning = tool_calls_and_reasoning(response)
+    raw_request = exchange.get("request")
+    request = raw_request if isinstance(raw_request, dict) else {}
+    model = response.get("model") or request.get("model")
+    raw_response = exchange.get("response")
+    return ModelCallRecord(
+        model_call_id=exchange.get("model_call_id"),
+        response_id=response.get("id") if isinstance(response.get("id"), str) else None,
+        call_index=call_index,
+        model_ref=exchange.get("model_ref"),
+        model=model if isinstance(model, str) else None,
+        dialect=exchange.get("dialect"),
+        status_code=exchange.get("status_code"),
+        response_status=response.get("status") if isinstance(response.get("status"), str) else None,
+        finish_reason=_finish_reason(response),
+        started_at=exchange.get("started_at"),
+        completed_at=exchange.get("completed_at"),
+        request=raw_request if isinstance(raw_request, dict) else None,
+        response=raw_response if isinstance(raw_response, dict) else None,
+        request_raw=exchange.get("request_raw") if isinstance(exchange.get("request_raw"), str) else None,
+        response_raw=exchange.get("response_raw") if isinstance(exchange.get("response_raw"), str) else None,
+        tool_calls=tool_calls,
+        reasoning_content=reasoning,
+        cache_hit=cache_hit,
+        cached_tokens=cached_tokens,
+        error_category=exchange.get("error_category"),
+        latency_total_ms=exchange.get("latency_ms"),
+        latency_ttft_ms=exchange.get("latency_ttft_ms"),
+        **token_stats(usage),
+    )

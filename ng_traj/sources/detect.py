@@ -1,0 +1,154 @@
+"""Classifying inputs: which reader claims a file, by a cheap sniff of its name and first record.
+
+Sniffers never raise. Exactly one claim wins; none means the input is unclaimed, two or more that it
+is ambiguous, and both are reported, never guessed (PRODUCT.md §2). Formats that ng-traj recognises
+but does not read yet get a named claim so the user learns what the file is (PRODUCT.md §10.17).
+Directories are walked in sorted order; a capture store is simply a folder of capture files.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ng_traj.sources.capture import capture_rollout_id
+from ng_traj.sources.rollouts import is_rollout_row
+
+SNIFF_LINE_BYTES = 64 << 20
+SNIFF_JSON_BYTES = 64 << 20
+
+KINDS = ("rollouts", "capture")
+"""Kinds ng-traj builds from; ``--as`` accepts these."""
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    """A reader's claim on an input: ``kind`` is a readable kind, or ``unsupported`` with a description."""
+
+    kind: str
+    description: str
+
+
+@dataclass(frozen=True, slots=True)
+class Sniffed:
+    """What a sniffer sees of a file: its path and its first JSON record (``None`` if unparseable)."""
+
+    path: Path
+    first: Any
+
+
+def _first_record(path: Path) -> Any:
+    try:
+        with open(path, "rb") as handle:
+            if path.suffix == ".json":
+                data = handle.read(SNIFF_JSON_BYTES + 1)
+                return orjson.loads(data) if len(data) <= SNIFF_JSON_BYTES else None
+            while True:
+                line = handle.readline(SNIFF_LINE_BYTES)
+                if not line:
+                    return None
+                if line.strip():
+                    return orjson.loads(line)
+    except (OSError, orjson.JSONDecodeError):
+        return None
+
+
+def _capture(s: Sniffed) -> Claim | None:
+    if capture_rollout_id(s.path.name) is not None:
+        return Claim("capture", "model-call capture file")
+    return None
+
+
+def _rollouts(s: Sniffed) -> Claim | None:
+    if s.path.suffix != ".jsonl" or not isinstance(s.first, dict) or capture_rollout_id(s.path.name):
+        return None
+    if is_rollout_row(s.first) or "responses_create_params" in s.first:
+        return Claim("rollouts", "rollout records")
+    return None
+
+
+def _capture_shaped(s: Sniffed) -> Claim | None:
+    first = s.first
+    if isinstance(first, dict) and {"model_call_id", "dialect"} <= first.keys() and not _capture(s):
+        return Claim("unsupported", "capture lines in a file not named <rollout_id>.capture.jsonl")
+    return None
+
+
+def _pi_family(s: Sniffed) -> Claim | None:
+    if isinstance(s.first, dict) and s.first.get("type") == "session":
+        return Claim("unsupported", "pi / OpenClaw session transcript (not read yet)")
+    if isinstance(s.first, dict) and s.first.get("kind") == "header":
+        return Claim("unsupported", "pi session with a kind:header layout (not read yet)")
+    return None
+
+
+def _claude_code(s: Sniffed) -> Claim | None:
+    first = s.first
+    if isinstance(first, dict) and "sessionId" in first and "type" in first and "responses_create_params" not in first:
+        return Claim("unsupported", "Claude Code session transcript (not read yet)")
+    return None
+
+
+def _codex(s: Sniffed) -> Claim | None:
+    if isinstance(s.first, dict) and s.first.get("type") == "session_meta":
+        return Claim("unsupported", "Codex rollout transcript (not read yet)")
+    return None
+
+
+def _opencode(s: Sniffed) -> Claim | None:
+    if isinstance(s.first, dict) and {"info", "messages"} <= s.first.keys():
+        return Claim("unsupported", "OpenCode export (not read yet)")
+    return None
+
+
+def _hermes(s: Sniffed) -> Claim | None:
+    first = s.first
+    if s.path.name == "state.db" or s.path.suffix == ".db":
+        return Claim("unsupported", "SQLite database (Hermes state.db or OpenCode; not read yet)")
+    if isinstance(first, dict) and "session_id" in first and ("messages" in first or "conversations" in first):
+        return Claim("unsupported", "Hermes session snapshot (not read yet)")
+    if isinstance(first, dict) and "conversations" in first and s.path.suffix == ".jsonl":
+        return Claim("unsupported", "ShareGPT trajectory samples (not read yet)")
+    return None
+
+
+SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
+    _capture,
+    _rollouts,
+    _capture_shaped,
+    _pi_family,
+    _claude_code,
+    _codex,
+    _opencode,
+    _hermes,
+]
+"""Every sniffer; a new reader adds its own here."""
+
+
+def claims(path: Path) -> list[Claim]:
+    """All claims on one file (the caller reports zero or several)."""
+    if capture_rollout_id(path.name) is not None:
+        sniffed = Sniffed(path, None)
+    elif path.suffix in (".jsonl", ".json"):
+        sniffed = Sniffed(path, _first_record(path))
+    else:
+        sniffed = Sniffed(path, None)
+    found = [claim for sniffer in SNIFFERS if (claim := sniffer(sniffed)) is not None]
+    return found
+
+
+def walk(path: Path) -> Iterator[Path]:
+    """Files under ``path`` in sorted order (hidden entries skipped); ``path`` itself when a file."""
+    if not path.is_dir():
+        yield path
+        return
+    for root, dirs, files in os.walk(path):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        for name in sorted(files):
+            if not name.startswith("."):
+                yield Path(root) / name

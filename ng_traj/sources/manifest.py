@@ -1,0 +1,68 @@
+"""The attribution manifest (``--manifest``): explicit links from rollouts to artifact paths.
+
+Format (PRODUCT.md §10.20): JSONL (one object per line) or CSV with a header, columns ``rollout_id``
+and ``path`` (required), ``kind``, ``run`` (the rollouts file name) and ``session_id`` (optional).
+Relative paths are resolved against the manifest's folder. A manifest entry outranks every other
+way of attributing an artifact to a rollout (PRODUCT.md §3).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.io.lines import read_json_objects
+
+
+@dataclass(frozen=True, slots=True)
+class ManifestEntry:
+    """One manifest row: ``path`` belongs to ``rollout_id`` (of run ``run`` when given)."""
+
+    rollout_id: str
+    path: Path
+    kind: str | None = None
+    run: str | None = None
+    session_id: str | None = None
+
+
+def _entry(row: dict[str, object], base: Path) -> ManifestEntry | None:
+    rollout, path = row.get("rollout_id"), row.get("path")
+    if not isinstance(rollout, str) or not rollout or not isinstance(path, str) or not path:
+        return None
+    optional = {key: row.get(key) or None for key in ("kind", "run", "session_id")}
+    return ManifestEntry(
+        rollout,
+        (base / path) if not Path(path).is_absolute() else Path(path),
+        **{key: str(value) if value is not None else None for key, value in optional.items()},
+    )
+
+
+def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
+    """Read a JSONL or CSV manifest; rows without ``rollout_id`` and ``path`` are reported and skipped.
+
+    Raises:
+        RunError: The manifest does not exist or cannot be read.
+    """
+    if not path.is_file():
+        raise RunError(f"manifest {path} does not exist")
+    base = path.parent
+    entries: list[ManifestEntry] = []
+    if path.suffix.lower() == ".csv":
+        try:
+            with open(path, newline="", encoding="utf-8") as handle:
+                rows = [(number, row) for number, row in enumerate(csv.DictReader(handle), start=2)]
+        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+            raise RunError(f"manifest {path} cannot be read: {exc}") from exc
+    else:
+        rows = [(line.line, line.value) for line in read_json_objects(path, sink)]
+    for number, row in rows:
+        entry = _entry(row, base)
+        if entry is None:
+            sink.add(
+                Diagnostic("error", "manifest_row_invalid", "needs rollout_id and path", path=str(path), line=number)
+            )
+            continue
+        entries.append(entry)
+    return entries

@@ -1,0 +1,141 @@
+"""Rollout records: the JSONL rows a NeMo Gym collector writes.
+
+Format: one JSON object per line in completion order (not sorted), in the main output file and, for
+failed rollouts, the ``<stem>_failures.jsonl`` sidecar; together they form a *run*. A row carries the
+agent's ``response``, the ``responses_create_params`` it was given, the reward and verifier fields,
+the identity keys ``_ng_task_index``, ``_ng_rollout_index``, ``_ng_attempt_index`` (only when > 0) and,
+since 2026-08-20, ``_ng_rollout_id``; with observability on, also ``ng_model_call_capture``,
+``ng_agent_observations`` and ``ng_trajectory`` (gym-reference.md §1, §5, §9). Materialized input rows
+(``responses_create_params`` without a ``response``) are task inputs, not rollouts.
+
+Identity follows ``maybe_rollout_id_from_run_body`` and ``_trajectory_identity`` exactly
+(gym-reference §1.2, §5.2). Rows without any identity key get ``<file name>:<line>`` and a gap
+(PRODUCT.md §10.3).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ng_traj.io.lines import decode_line
+
+EXPLICIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+TASK_KEYS = ("task_id", "problem_id", "instance_id")
+FAILURES_SUFFIX = "_failures.jsonl"
+
+ROLLOUT_MARKERS = (
+    "response",
+    "reward",
+    "_ng_failure_class",
+    "ng_model_call_capture",
+    "ng_agent_observations",
+    "ng_trajectory",
+    "judge_evaluations",
+    "judge_response",
+)
+"""A row with any of these keys is a rollout; one with none of them is a task input row."""
+
+
+class IdentityError(ValueError):
+    """The row's identity keys are malformed (an invalid ``_ng_rollout_id`` or attempt index)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Identity:
+    """Canonical identity of a rollout.
+
+    Attributes:
+        task_id: ``task_id`` / ``problem_id`` / ``instance_id`` as text, else the task index, else
+            ``unknown``.
+        rollout_id: The reference rollout id, or ``<file name>:<line>`` when the row has none.
+        derived: False when ``rollout_id`` is the file-and-line fallback.
+        problem: Why the row has no derived id, when it has none.
+    """
+
+    task_id: str
+    rollout_id: str
+    derived: bool = True
+    problem: str | None = None
+
+
+def is_rollout_row(row: dict[str, Any]) -> bool:
+    """True for a rollout record, False for a task input row (no response, reward or attachment)."""
+    return any(key in row for key in ROLLOUT_MARKERS)
+
+
+def rollout_id(row: dict[str, Any]) -> str | None:
+    """The reference rollout id of ``row``, or ``None`` when it has no identity keys.
+
+    Raises:
+        IdentityError: ``_ng_rollout_id`` is not a string matching ``^[A-Za-z0-9][A-Za-z0-9._-]*$``,
+            or ``_ng_attempt_index`` is not an integer.
+    """
+    explicit = row.get("_ng_rollout_id")
+    if explicit is not None:
+        if not isinstance(explicit, str) or not EXPLICIT_ID.match(explicit):
+            raise IdentityError(f"_ng_rollout_id {explicit!r} is not a valid rollout id")
+        base = explicit
+    else:
+        task, rollout = row.get("_ng_task_index"), row.get("_ng_rollout_index")
+        if task is None or rollout is None:
+            return None
+        base = f"{task}-{rollout}"
+    attempt = row.get("_ng_attempt_index")
+    if attempt is not None:
+        try:
+            number = int(attempt)
+        except (TypeError, ValueError) as exc:
+            raise IdentityError(f"_ng_attempt_index {attempt!r} is not an integer") from exc
+        if number > 0:
+            base = f"{base}-a{number}"
+    return base
+
+
+def task_id(row: dict[str, Any]) -> str:
+    """``str`` of the first non-null ``task_id``, ``problem_id``, ``instance_id``; else the task index."""
+    for key in TASK_KEYS:
+        if row.get(key) is not None:
+            return str(row[key])
+    index = row.get("_ng_task_index")
+    return "unknown" if index is None else str(index)
+
+
+def identity(row: dict[str, Any], file_name: str, line: int) -> Identity:
+    """Canonical identity of a row read from line ``line`` of the file named ``file_name``."""
+    try:
+        derived = rollout_id(row)
+        problem = None if derived is not None else "no _ng_rollout_id and no task/rollout indices"
+    except IdentityError as exc:
+        derived, problem = None, str(exc)
+    if derived is None:
+        return Identity(task_id(row), f"{file_name}:{line}", derived=False, problem=problem)
+    return Identity(task_id(row), derived)
+
+
+def task_from_rollout_id(rollout: str) -> str:
+    """Task id parsed from a derived ``<task>-<rollout>[-a<n>]`` id, else ``unknown``."""
+    match = re.fullmatch(r"(-?\d+)-(-?\d+)(?:-a\d+)?", rollout)
+    return match.group(1) if match else "unknown"
+
+
+def run_name(path: Path) -> str:
+    """The run a rollouts file belongs to: its own name, or the main file's name for a sidecar."""
+    name = path.name
+    if name.endswith(FAILURES_SUFFIX):
+        return name[: -len(FAILURES_SUFFIX)] + ".jsonl"
+    return name
+
+
+def load_row(path: str, line: int, offset: int, size: int) -> Any:
+    """Read and decode again the row first read at ``line`` (``offset``, ``size`` bytes) of ``path``.
+
+    Repairs (lone surrogates) were reported on the first read and are applied silently here.
+    """
+    with open(path, "rb") as handle:
+        handle.seek(offset)
+        raw = handle.read(size)
+    value, _ = decode_line(raw.strip(), (path, line, offset), at_eof=False)
+    return value
