@@ -82,7 +82,7 @@ class BuildTally:
         self.tool_calls += len(record.tool_calls)
         self.invocations += len(record.invocations)
         self.projection_failures += built.failed is not None
-        self.by_named[slot.named] += 1
+        self.by_named.update(slot.named)
 
 
 def _origin(slot: Slot) -> str:

@@ -61,6 +61,11 @@ class Inputs:
         """True when the build was given any capture store (PRODUCT.md §10.7)."""
         return bool(self.capture)
 
+    def named_for(self, files: CaptureFiles) -> str:
+        """The named input a store's capture artifacts for one rollout were found under."""
+        marker = str(Path(files.store) / f"{files.rollout_id}{INCOMPLETE_SUFFIX}")
+        return self.capture_named.get(files.capture or marker, files.store)
+
     def add_capture(self, path: Path, key: CaptureKey, named: str) -> None:
         store = str(path.parent)
         slot = (key.rollout_id, key.run)

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import read_json_objects
-from ng_traj.sources.capture import CaptureFiles
+from ng_traj.sources.capture import INCOMPLETE_SUFFIX, CaptureFiles
 from ng_traj.sources.rollouts import Identity, identity, is_rollout_row, task_from_rollout_id
 
 _DIGITS = re.compile(r"(\d+)")
@@ -40,7 +41,7 @@ class Slot:
         line: 1-based line of the row; offset and size locate its bytes.
         capture: Capture files attributed to this trajectory (all stores).
         build_gaps: ng-traj gaps about the trajectory's artifacts.
-        named: The named input the trajectory comes from.
+        named: The named inputs the trajectory's artifacts were found under.
     """
 
     identity: Identity
@@ -51,7 +52,7 @@ class Slot:
     size: int
     capture: tuple[CaptureFiles, ...]
     build_gaps: tuple[ObservationGap, ...]
-    named: str
+    named: tuple[str, ...]
 
     def sort_key(self) -> tuple[object, ...]:
         """Output order: rollout id (numbers as numbers), rows before orphan artifacts, run, line."""
@@ -134,19 +135,9 @@ def plan(inputs: Inputs, sink: DiagnosticSink, *, max_line_bytes: int) -> tuple[
     for row in rows:
         key = (row.identity.rollout_id, row.file.run)
         capture = tuple(attached.get(key, ())) if row.identity.derived else ()
-        slots.append(
-            Slot(
-                row.identity,
-                row.file.run,
-                str(row.file.path),
-                row.line,
-                row.offset,
-                row.size,
-                capture,
-                (),
-                row.file.named,
-            )
-        )
+        named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture)}))
+        location = (str(row.file.path), row.line, row.offset, row.size)
+        slots.append(Slot(row.identity, row.file.run, *location, capture, (), named))
     slots.sort(key=Slot.sort_key)
     return slots, stats
 
@@ -154,7 +145,7 @@ def plan(inputs: Inputs, sink: DiagnosticSink, *, max_line_bytes: int) -> tuple[
 def _orphan(
     inputs: Inputs, rollout: str, files: list[CaptureFiles], runs: list[str], stats: PlanStats, sink: DiagnosticSink
 ) -> Slot:
-    names = [f.capture or f"{f.store}/{rollout}.capture.incomplete" for f in files]
+    names = [f.capture or str(Path(f.store) / f"{rollout}{INCOMPLETE_SUFFIX}") for f in files]
     if runs:
         stats.ambiguous_captures.extend(names)
         gap = ObservationGap(code="rollout_attribution_ambiguous", detail="runs=" + ",".join(runs))
@@ -164,6 +155,6 @@ def _orphan(
         stats.orphan_captures.extend(names)
         detail = "capture:" + ",".join(sorted(name.rsplit("/", 1)[-1] for name in names))
         gap = ObservationGap(code="rollout_record_unavailable", detail=detail)
-    named = inputs.capture_named.get(names[0], files[0].store)
+    named = tuple(sorted({inputs.named_for(f) for f in files}))
     identity_ = Identity(task_from_rollout_id(rollout), rollout)
     return Slot(identity_, None, None, 0, 0, 0, tuple(files), (gap,), named)

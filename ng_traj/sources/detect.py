@@ -117,6 +117,13 @@ def _hermes(s: Sniffed) -> Claim | None:
     return None
 
 
+def _trajectories(s: Sniffed) -> Claim | None:
+    first = s.first
+    if isinstance(first, dict) and {"schema_version", "rollout_id", "task_id"} <= first.keys():
+        return Claim("unsupported", "ng_trajectory records (already built; use validate or matrix)")
+    return None
+
+
 SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _capture,
     _rollouts,
@@ -126,6 +133,7 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _codex,
     _opencode,
     _hermes,
+    _trajectories,
 ]
 """Every sniffer; a new reader adds its own here."""
 

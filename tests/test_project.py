@@ -1,0 +1,212 @@
+"""The projection (gym-reference.md §5.3, checklist §10.4) and the fallback invocation (PRODUCT.md §10.4)."""
+
+from __future__ import annotations
+
+from ng_traj.assemble.project import ProjectionInputs, project
+from ng_traj.assemble.rollout import build_trajectory, fallback_invocation
+
+POLICY = {"type": "responses_api_models", "name": "policy"}
+
+
+def _producer(**kw) -> dict:
+    return {"task_id": "t", "rollout_id": "0-1", **kw}
+
+
+def _gaps(record) -> list[tuple]:
+    return [(g.code, g.invocation_id, g.detail) for g in record.gaps]
+
+
+def test_producer_invocation_wins_and_observed_ones_are_appended():
+    producer = _producer(
+        invocations=[{"invocation_id": "root", "conversation": [{"role": "user", "content": "producer"}]}]
+    )
+    bundle = {
+        "source": "pi",
+        "records": [
+            {"kind": "agent_invocation", "invocation_id": "root", "conversation": [{"role": "user", "content": "obs"}]},
+            {"kind": "agent_invocation", "invocation_id": "child", "parent_invocation_id": "root"},
+        ],
+    }
+    record = project(ProjectionInputs("t", "0-1", producer_trajectory=producer, bundles=[bundle]))
+    assert [inv.invocation_id for inv in record.invocations] == ["root", "child"]
+    assert record.invocations[0].conversation[0].content == "producer"
+    assert _gaps(record) == [("model_calls_unavailable", None, None), ("turns_unavailable", None, None)]
+
+
+def test_tool_merge_rules():
+    conversation = [
+        {"type": "function_call", "call_id": "merged", "name": "f", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "merged", "output": "from conversation"},
+        {"type": "function_call", "call_id": "observed", "name": "g", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": "observed", "output": "observed output"},
+    ]
+    producer = _producer(
+        invocations=[{"invocation_id": "root", "conversation": conversation}],
+        tool_calls=[
+            {"invocation_id": "root", "tool_call_id": "only_producer", "status": "failed", "output": "kept"},
+            {
+                "invocation_id": "root",
+                "tool_call_id": "merged",
+                "status": "completed",
+                "started_at": 1.0,
+                "completed_at": 2.0,
+                "duration_ms": 1000.0,
+                "output": "producer output",
+            },
+        ],
+    )
+    bundle = {
+        "source": "pi",
+        "records": [
+            {
+                "kind": "tool_call",
+                "invocation_id": "root",
+                "tool_call_id": "merged",
+                "status": "unknown",
+                "tool_name": "f",
+            },
+            {"kind": "tool_call", "invocation_id": "root", "tool_call_id": "observed", "status": "failed"},
+        ],
+    }
+    tools = project(ProjectionInputs("t", "0-1", producer_trajectory=producer, bundles=[bundle])).tool_calls
+    assert [(t.tool_call_id, t.status, t.output) for t in tools] == [
+        ("only_producer", "failed", "kept"),
+        ("merged", "completed", "from conversation"),
+        ("observed", "failed", "observed output"),
+    ]
+    assert (tools[1].tool_name, tools[1].started_at, tools[1].duration_ms) == ("f", 1.0, 1000.0)
+
+
+def test_identity_mismatch_rewrites_turns_and_model_calls_merge_by_id():
+    producer = {
+        "task_id": "wrong",
+        "rollout_id": "0-1",
+        "turns": [
+            {
+                "invocation_id": "root",
+                "task_id": "wrong",
+                "rollout_id": "0-1",
+                "turn_no": 2,
+                "timestamp": 5.0,
+                "step_count": 1,
+            },
+            {
+                "invocation_id": "root",
+                "task_id": "wrong",
+                "rollout_id": "0-1",
+                "turn_no": 1,
+                "timestamp": 3.0,
+                "step_count": 0,
+            },
+        ],
+        "model_calls": [
+            {"model_call_id": "c1", "request": {"old": True}, "response_metadata": {"model": "producer-model"}},
+            {"model_call_id": None, "response_metadata": {"response_id": "p-only"}},
+        ],
+        "gaps": [{"code": "resolution_unavailable", "invocation_id": "root"}],
+    }
+    capture = [
+        {"model_call_id": "c2", "model": "x", "latency_total_ms": 5.0, "response": {"status": "failed"}},
+        {
+            "model_call_id": "c1",
+            "model": None,
+            "request": {"new": True},
+            "response_status": "completed",
+            "response": {"status": "incomplete"},
+            "tokens_in": 10,
+            "tokens_out": -1,
+        },
+    ]
+    record = project(
+        ProjectionInputs(
+            "t", "0-1", producer_trajectory=producer, capture_calls=capture, capture_gaps=[{"code": "x", "bad": 1}]
+        )
+    )
+    assert [(t.task_id, t.turn_no) for t in record.turns] == [("t", 1), ("t", 2)]
+    calls = record.model_calls
+    assert [c.model_call_id for c in calls] == ["c1", None, "c2"]
+    assert calls[0].request == {"new": True}
+    assert (calls[0].response_metadata.model, calls[0].response_metadata.response_status) == (
+        "producer-model",
+        "completed",
+    )
+    assert (calls[0].token_stats.prompt_tokens, calls[0].token_stats.completion_tokens) == (10, None)
+    assert (calls[2].response_metadata.response_status, calls[2].duration_ms) == ("failed", 5.0)
+    assert _gaps(record) == [
+        ("producer_trajectory_identity_mismatch", None, "task_id"),
+        ("resolution_unavailable", "root", None),
+        ("model_call_capture_gap_invalid", None, None),
+        ("conversation_unavailable", None, None),
+    ]
+
+
+def test_invalid_attachments_become_reference_gaps():
+    record = project(ProjectionInputs("t", "r", producer_trajectory={"schema_version": "2.0"}, bundles=[{"source": 1}]))
+    assert _gaps(record)[:2] == [
+        ("producer_trajectory_invalid", None, "ValidationError"),
+        ("agent_observations_invalid", None, "ValidationError"),
+    ]
+
+
+def test_negative_latency_fails_the_projection_into_a_minimal_record():
+    record, failed = build_trajectory(ProjectionInputs("t", "r", capture_calls=[{"latency_total_ms": -1}]))
+    assert failed is not None
+    assert record.model_dump(mode="json") == {
+        "schema_version": "1.0",
+        "task_id": "t",
+        "rollout_id": "r",
+        "invocations": [],
+        "turns": [],
+        "model_calls": [],
+        "tool_calls": [],
+        "gaps": [{"code": "trajectory_projection_failed", "invocation_id": None, "detail": "ValidationError"}],
+    }
+
+
+def test_fallback_only_without_conversation_evidence():
+    row = {
+        "responses_create_params": {"input": "What is 2+2?"},
+        "response": {
+            "status": "completed",
+            "output": [
+                {
+                    "type": "message",
+                    "id": "m1",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": "4", "annotations": []}],
+                },
+                {"type": "no_such_item"},
+            ],
+        },
+    }
+    fallback = fallback_invocation(row)
+    assert fallback.invocation.status == "completed"
+    assert [item.type for item in fallback.invocation.conversation] == ["message", "message"]
+    assert (fallback.gap.code, fallback.gap.detail) == ("conversation_from_rollout_record", "dropped_items=1")
+    record = project(ProjectionInputs("t", "r", fallback=fallback))
+    assert [inv.invocation_id for inv in record.invocations] == ["rollout_record"]
+    assert _gaps(record) == [
+        ("conversation_from_rollout_record", None, "dropped_items=1"),
+        ("model_calls_unavailable", None, None),
+        ("turns_unavailable", None, None),
+    ]
+    with_evidence = project(
+        ProjectionInputs(
+            "t",
+            "r",
+            producer_trajectory=_producer(
+                rollout_id="r",
+                invocations=[{"invocation_id": "root", "conversation": [{"role": "user", "content": "x"}]}],
+            ),
+            fallback=fallback,
+        )
+    )
+    assert [inv.invocation_id for inv in with_evidence.invocations] == ["root"]
+
+
+def test_fallback_status_from_response_error():
+    fallback = fallback_invocation(
+        {"response": {"error": {"code": "server_error"}, "output": [{"role": "user", "content": "x"}]}}
+    )
+    assert (fallback.invocation.status, fallback.invocation.error_type) == ("failed", "server_error")
+    assert fallback_invocation({"response": {"output": []}}) is None
