@@ -125,7 +125,8 @@ def _classify(
     sink: DiagnosticSink,
 ) -> None:
     found = claims(file)
-    kinds = [force_kind] if force_kind else [claim.kind for claim in found]
+    forced = entry.kind if entry is not None and entry.kind in ("rollouts", "capture") else force_kind
+    kinds = [forced] if forced else [claim.kind for claim in found]
     if not kinds:
         inputs.by_kind["unclaimed"] += 1
         _report(sink, "input_unclaimed", file, "no reader recognises this file; skipped", directly)

@@ -64,8 +64,14 @@ def _capture(s: Sniffed) -> Claim | None:
     return None
 
 
+def _is_capture_line(value: Any) -> bool:
+    return isinstance(value, dict) and {"model_call_id", "dialect"} <= value.keys()
+
+
 def _rollouts(s: Sniffed) -> Claim | None:
     if s.path.suffix != ".jsonl" or not isinstance(s.first, dict) or capture_rollout_id(s.path.name):
+        return None
+    if _is_capture_line(s.first):
         return None
     if is_rollout_row(s.first) or "responses_create_params" in s.first:
         return Claim("rollouts", "rollout records")
@@ -73,8 +79,7 @@ def _rollouts(s: Sniffed) -> Claim | None:
 
 
 def _capture_shaped(s: Sniffed) -> Claim | None:
-    first = s.first
-    if isinstance(first, dict) and {"model_call_id", "dialect"} <= first.keys() and not _capture(s):
+    if _is_capture_line(s.first) and not _capture(s):
         return Claim("unsupported", "capture lines in a file not named <rollout_id>.capture.jsonl")
     return None
 

@@ -1,0 +1,265 @@
+"""``ng-traj build`` as a user runs it: real samples, flags, exit codes, outputs."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import FIXTURES, run_cli, shared_dir
+from ng_traj.validate import check_line
+
+RETAINED = FIXTURES / "build" / "retained_run" / "input"
+POLICY = {"type": "responses_api_models", "name": "policy_model"}
+
+
+def _records(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _expected_rollout_rows(folder: Path) -> dict[str, int]:
+    """Rows per file counted independently: a line whose object has a ``response`` key."""
+    counts = {}
+    for path in sorted(folder.glob("*.jsonl")):
+        counts[path.name] = sum(1 for line in path.read_bytes().splitlines() if "response" in json.loads(line))
+    return {name: count for name, count in counts.items() if count}
+
+
+def test_gym_examples_build_one_valid_trajectory_per_rollout_row(tmp_path):
+    examples = shared_dir("gym-examples")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", examples, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    records = _records(out)
+    expected = _expected_rollout_rows(examples)
+    assert len(records) == sum(expected.values())
+    for record in records:
+        assert check_line(record) == ([], True)
+        assert [inv["invocation_id"] for inv in record["invocations"]] == ["rollout_record"]
+        codes = [gap["code"] for gap in record["gaps"]]
+        assert codes[-3:] == ["conversation_from_rollout_record", "model_calls_unavailable", "turns_unavailable"]
+    pinch = [r for r in records if r["rollout_id"].startswith("pinchbench__example_rollouts.jsonl:")]
+    assert [r["rollout_id"] for r in pinch] == [f"pinchbench__example_rollouts.jsonl:{n}" for n in range(1, 6)]
+    assert {r["task_id"] for r in pinch} == {"unknown"}
+    assert all(
+        r["gaps"][0] == {"code": "rollout_identity_unavailable", "invocation_id": None, "detail": "no_identity_keys"}
+        for r in pinch
+    )
+    for name in ("claude_code_agent__example_math_rollouts_materialized_inputs.jsonl", "pinchbench__example.jsonl"):
+        assert f"{examples / name}: warning[task_input_rows]: 5 row(s) are task inputs" in result.stderr
+    assert "opencode_export_test_data.json: info[input_unsupported]: recognised as OpenCode export" in result.stderr
+
+
+def test_rollout_ids_sort_numerically(tmp_path):
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", RETAINED, "-o", out).exit_code == 0
+    ids = [r["rollout_id"] for r in _records(out)]
+    assert ids.index("2-1-a1") < ids.index("3-0") < ids.index("10-0") < ids.index("s7.eval-0")
+
+
+def test_task_input_file_alone_exits_1(tmp_path):
+    path = _write_jsonl(tmp_path / "inputs.jsonl", [{"responses_create_params": {"input": "x"}}])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 1
+    assert "nothing usable was built from this input" in result.stderr
+    assert _records(tmp_path / "out.jsonl") == []
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path):
+    for args in (
+        [tmp_path / "missing", "-o", tmp_path / "o.jsonl"],
+        [RETAINED, "-o", tmp_path / "no_such_dir" / "o.jsonl"],
+        [RETAINED, "-o", tmp_path / "o.jsonl", "--as", "nonsense"],
+        [RETAINED, "-o", tmp_path / "o.jsonl", "--format", "csv"],
+        [RETAINED, "-o", tmp_path],
+    ):
+        result = run_cli("build", *args)
+        assert result.exit_code == 2, args
+        assert "Traceback" not in result.stderr and "error:" in result.stderr
+
+
+def test_failed_run_leaves_previous_output_and_no_temporary_files(tmp_path):
+    out = tmp_path / "out.jsonl"
+    out.write_text("previous\n")
+    assert run_cli("build", tmp_path / "missing", "-o", out).exit_code == 2
+    assert out.read_text() == "previous\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.jsonl"]
+
+
+def test_stdout_output_and_json_summary_placement(tmp_path):
+    to_stdout = run_cli("build", RETAINED, "-o", "-", "--json", "-q")
+    assert to_stdout.exit_code == 0
+    lines = to_stdout.stdout.splitlines()
+    assert len(lines) == 13 and all(orjson.loads(line)["schema_version"] == "1.0" for line in lines)
+    summary = orjson.loads(to_stdout.stderr[to_stdout.stderr.index("{") :])
+    assert summary["trajectories"] == 13 and summary["output"] == "-"
+    to_file = run_cli("build", RETAINED, "-o", tmp_path / "o.jsonl", "--json", "-q")
+    assert orjson.loads(to_file.stdout)["trajectories"] == 13
+
+
+def test_no_payloads(tmp_path):
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", RETAINED, "-o", out, "--no-payloads").exit_code == 0
+    calls = [call for record in _records(out) for call in record["model_calls"]]
+    assert len(calls) == 17
+    assert all(call["request"] is None and call["response"] is None for call in calls)
+    assert calls[0]["token_stats"]["prompt_tokens"] == 20
+
+
+def test_attach_writes_rows_with_trajectories_and_recomputed_capture(tmp_path):
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", RETAINED, "-o", out, "--attach").exit_code == 0
+    rows = _records(out)
+    assert len(rows) == 13
+    for row in rows:
+        assert check_line(row)[1] is True
+        assert [e.code for e in check_line(row)[0] if e.severity == "error"] == []
+    by_id = {row["ng_trajectory"]["rollout_id"]: row for row in rows}
+    assert by_id["0-0"]["reward"] == 1.0 and by_id["0-0"]["_ng_task_index"] == 0
+    capture = by_id["1-1"]["ng_model_call_capture"]
+    assert capture["rollout_id"] == "1-1" and capture["metrics"]["num_calls"] == 2
+    assert capture["metrics"]["tokens_in"] == 100
+    assert capture["gaps"] == [
+        {"code": "model_call_capture_records_unreadable", "detail": "count=1"},
+        {"code": "model_call_capture_incomplete"},
+    ]
+    assert "request" not in capture["calls"][0] and capture["calls"][1]["call_index"] == 2
+    joined = by_id["0-1"]["ng_agent_observations"]
+    assert joined["records"][0]["model_calls"][0]["model_call_id"] == f"{11:032x}"
+    assert set(by_id["3-0"]) == {"ng_model_call_capture", "ng_trajectory"}
+
+
+def test_redact_masks_secrets_but_not_usage_fields(tmp_path):
+    row = {
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "responses_create_params": {
+            "input": [{"role": "user", "content": "my key is sk-PLACEHOLDER0123456789abcdef, use it"}],
+            "max_output_tokens": 512,
+        },
+        "response": {"output": [], "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}},
+    }
+    capture_dir = tmp_path / "capture"
+    capture_dir.mkdir()
+    line = {
+        "model_call_id": "1" * 32,
+        "dialect": "chat",
+        "model_ref": POLICY,
+        "status_code": 200,
+        "request": {
+            "model": "m",
+            "max_output_tokens": 512,
+            "api_key": "sk-PLACEHOLDER",
+            "headers": {"authorization": "Bearer PLACEHOLDER123"},
+        },
+        "response": {"id": "c", "usage": {"prompt_tokens": 10, "completion_tokens": 3, "total_tokens": 13}},
+    }
+    _write_jsonl(capture_dir / "0-0.capture.jsonl", [line])
+    rollouts = _write_jsonl(tmp_path / "rollouts.jsonl", [row])
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", rollouts, capture_dir, "-o", out, "--redact").exit_code == 0
+    (record,) = _records(out)
+    request = record["model_calls"][0]["request"]
+    assert request["api_key"] == "[REDACTED]" and request["headers"]["authorization"] == "[REDACTED]"
+    assert request["max_output_tokens"] == 512
+    assert record["model_calls"][0]["response"]["usage"] == {
+        "prompt_tokens": 10,
+        "completion_tokens": 3,
+        "total_tokens": 13,
+    }
+    assert record["model_calls"][0]["token_stats"]["total_tokens"] == 13
+    text = record["invocations"][0]["conversation"][0]["content"]
+    assert text == "my key is [REDACTED], use it"
+    assert "sk-PLACEHOLDER" in (tmp_path / "capture" / "0-0.capture.jsonl").read_text()
+
+
+def _two_runs(tmp_path: Path) -> tuple[Path, Path, Path]:
+    row = {
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "response": {"output": []},
+        "responses_create_params": {"input": "q"},
+    }
+    run_a = _write_jsonl(tmp_path / "run_a.jsonl", [row])
+    run_b = _write_jsonl(tmp_path / "run_b.jsonl", [row])
+    store = tmp_path / "store"
+    store.mkdir()
+    exchange = {"model_call_id": "2" * 32, "dialect": "chat", "model_ref": POLICY, "response": {"id": "x"}}
+    _write_jsonl(store / "odd-name.jsonl", [exchange])
+    _write_jsonl(store / "0-0.capture.jsonl", [exchange])
+    return run_a, run_b, store
+
+
+def test_capture_id_in_two_runs_is_ambiguous_unless_the_manifest_names_the_run(tmp_path):
+    run_a, run_b, store = _two_runs(tmp_path)
+    (store / "odd-name.jsonl").unlink()
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", run_a, run_b, store, "-o", out)
+    assert "warning[capture_ambiguous]" in result.stderr
+    records = _records(out)
+    assert [len(r["model_calls"]) for r in records] == [0, 0, 1]
+    assert records[2]["gaps"][0] == {
+        "code": "rollout_attribution_ambiguous",
+        "invocation_id": None,
+        "detail": "runs=run_a.jsonl,run_b.jsonl",
+    }
+    manifest = _write_jsonl(
+        tmp_path / "manifest.jsonl", [{"rollout_id": "0-0", "path": "store/0-0.capture.jsonl", "run": "run_b.jsonl"}]
+    )
+    assert run_cli("build", run_a, run_b, store, "-o", out, "--manifest", manifest).exit_code == 0
+    assert [len(r["model_calls"]) for r in _records(out)] == [0, 1]
+
+
+def test_manifest_attributes_a_file_not_named_by_its_rollout_id(tmp_path):
+    run_a, _, store = _two_runs(tmp_path)
+    (store / "0-0.capture.jsonl").unlink()
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text("rollout_id,path,kind\n0-0,store/odd-name.jsonl,capture\n")
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", run_a, "-o", out, "--manifest", manifest).exit_code == 0
+    (record,) = _records(out)
+    assert record["model_calls"][0]["model_call_id"] == "2" * 32
+
+
+def test_as_capture_forces_the_kind(tmp_path):
+    run_a, _, store = _two_runs(tmp_path)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", store / "odd-name.jsonl", "-o", out, "--as", "capture")
+    assert result.exit_code == 0
+    (record,) = _records(out)
+    assert record["rollout_id"] == "odd-name"
+    assert record["gaps"][0]["code"] == "rollout_record_unavailable"
+
+
+@pytest.mark.parametrize(
+    ("sample", "description"),
+    [
+        ("claude-code/claude-code_session_thinking-tooluse_per-block-lines.jsonl", "Claude Code session transcript"),
+        ("codex/codex_rollout_subagent-A_thread-spawn.jsonl", "Codex rollout transcript"),
+        ("opencode/opencode_export_v1.17.11_gym-test-data.json", "OpenCode export"),
+        ("hermes/hermes_request-dump_cron_max-retries-exhausted.json", None),
+    ],
+)
+def test_recognised_but_unsupported_producer_files_are_named(tmp_path, sample, description):
+    path = shared_dir("producer-samples") / sample
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 1
+    assert "Traceback" not in result.stderr
+    if description:
+        assert f"warning[input_unsupported]: recognised as {description}" in result.stderr
+
+
+def test_inputs_are_never_modified(tmp_path):
+    copy = tmp_path / "input"
+    shutil.copytree(RETAINED, copy)
+    before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
+    assert run_cli("build", copy, "-o", tmp_path / "out.jsonl", "--attach", "--redact").exit_code == 0
+    assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
