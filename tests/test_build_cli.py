@@ -230,7 +230,7 @@ def test_manifest_attributes_a_file_not_named_by_its_rollout_id(tmp_path):
 
 
 def test_as_capture_forces_the_kind(tmp_path):
-    run_a, _, store = _two_runs(tmp_path)
+    _, _, store = _two_runs(tmp_path)
     out = tmp_path / "out.jsonl"
     result = run_cli("build", store / "odd-name.jsonl", "-o", out, "--as", "capture")
     assert result.exit_code == 0
