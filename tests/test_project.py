@@ -210,3 +210,26 @@ def test_fallback_status_from_response_error():
     )
     assert (fallback.invocation.status, fallback.invocation.error_type) == ("failed", "server_error")
     assert fallback_invocation({"response": {"output": []}}) is None
+
+
+def test_raw_bodies_stand_in_for_unparsed_payloads():
+    record = project(
+        ProjectionInputs(
+            "t",
+            "r",
+            capture_calls=[
+                {
+                    "model_call_id": "x",
+                    "request": None,
+                    "request_raw": "[1, 2]",
+                    "response": None,
+                    "response_raw": "oops",
+                    "status_code": 422,
+                    "error_category": "client_error",
+                },
+            ],
+        )
+    )
+    call = record.model_calls[0]
+    assert (call.request, call.response) == ("[1, 2]", "oops")
+    assert (call.response_metadata.status_code, call.response_metadata.error_category) == (422, "client_error")
