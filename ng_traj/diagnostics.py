@@ -60,6 +60,9 @@ BUILD_CODES: dict[str, str] = {
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
     "projection_failed": "the projection raised; a minimal trajectory with the gap was written",
     "manifest_row_invalid": "a manifest row without rollout_id and path",
+    "session_unattributed": "a native session no manifest, folder, response id or run id ties to a rollout",
+    "session_ambiguous": "a native session claimed by several rollouts; used for none",
+    "native_superseded": "the row carries the same producer's observations; the native files were not read",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 

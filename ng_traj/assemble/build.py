@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from ng_traj.assemble.join import dedupe_gaps, join_bundles
+from ng_traj.assemble.native import resolve_native
 from ng_traj.assemble.plan import Slot
 from ng_traj.assemble.project import ProjectionInputs
 from ng_traj.assemble.rollout import (
@@ -22,7 +24,7 @@ from ng_traj.assemble.rollout import (
     capture_from_row,
     fallback_invocation,
     has_redaction_gap,
-    join_row_bundle,
+    validated_bundle,
     without_payloads,
 )
 from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
@@ -30,6 +32,7 @@ from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.redact import Redactor
 from ng_traj.sources.capture import collect_capture
+from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import load_row
 from ng_traj.writers.jsonl import record_json, row_json
 
@@ -109,25 +112,67 @@ def _capture(slot: Slot, row: dict[str, Any] | None, options: BuildOptions, sink
     return capture_from_row(row) if row is not None else CaptureState()
 
 
+@dataclass
+class _Bundles:
+    """The observation bundles of one slot, in precedence order, and what the native readers added."""
+
+    values: list[Any] = field(default_factory=list)
+    joined: AgentObservationBundle | None = None
+    transcript_calls: list[Any] = field(default_factory=list)
+
+
+def _natives(slot: Slot, row_source: str | None, capture: CaptureState, options: BuildOptions, sink: DiagnosticSink):
+    """Load, and make refs for, the slot's native units; a unit of the row bundle's producer is skipped."""
+    loaded = []
+    for unit in slot.native:
+        reader = READERS[unit.reader]
+        if row_source == reader.source:
+            message = f"the row carries {reader.source} observations; session {unit.key} not read (decision 6)"
+            sink.add(Diagnostic("info", "native_superseded", message, path=unit.paths[0]))
+            continue
+        observations = reader.load(unit, sink)
+        loaded.append(resolve_native(observations, capture.records if options.capture_enabled else None))
+    return loaded
+
+
+def _bundles(
+    slot: Slot, row: dict[str, Any] | None, capture: CaptureState, options: BuildOptions, sink: DiagnosticSink
+) -> _Bundles:
+    """Row bundle and native bundles, joined to the captured calls as one when capture stores were given."""
+    value = row.get("ng_agent_observations") if row is not None else None
+    row_bundle = validated_bundle(value) if value is not None else None
+    natives = _natives(slot, row_bundle.source if row_bundle else None, capture, options, sink)
+    result = _Bundles(transcript_calls=[call for n in natives for call in n.transcript_calls])
+    to_join = ([row_bundle] if row_bundle is not None else []) + [n.bundle for n in natives]
+    if capture.recomputed and value is not None and row_bundle is None:
+        capture.gaps.append({"code": "agent_observation_join_failed"})
+    if capture.recomputed and to_join:
+        to_join = join_bundles(to_join, capture.records)
+    if row_bundle is not None:
+        result.values.append(to_join.pop(0))
+    elif value is not None:
+        result.values.append(value)
+    for native, bundle in zip(natives, to_join, strict=True):
+        result.values.append(bundle.model_copy(update={"gaps": dedupe_gaps([*bundle.gaps, *native.gaps])}))
+    joined = [v for v in result.values if isinstance(v, AgentObservationBundle)]
+    result.joined = joined[0] if joined and (capture.recomputed or natives) else None
+    return result
+
+
 def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Built:
     """Assemble one slot into its trajectory and output line (see ``assemble/rollout.py``)."""
     row = load_row(slot.path, slot.line, slot.offset, slot.size) if slot.path is not None else None
     capture = _capture(slot, row, options, sink)
-    bundle = row.get("ng_agent_observations") if row is not None else None
-    joined = False
-    if bundle is not None and capture.recomputed:
-        bundle, join_gap = join_row_bundle(bundle, capture)
-        joined = join_gap is None
-        if join_gap is not None:
-            capture.gaps.append({"code": join_gap.code})
+    bundles = _bundles(slot, row, capture, options, sink)
     keep_payloads = options.payloads and not (row is not None and has_redaction_gap(row))
     inputs = ProjectionInputs(
         task_id=slot.identity.task_id,
         rollout_id=slot.identity.rollout_id,
         producer_trajectory=row.get("ng_trajectory") if row is not None else None,
-        bundles=[bundle] if bundle is not None else [],
+        bundles=bundles.values,
         capture_calls=capture.calls if keep_payloads else without_payloads(capture.calls),
         capture_gaps=capture.gaps,
+        transcript_calls=bundles.transcript_calls,
         fallback=fallback_invocation(row) if row is not None else None,
         build_gaps=[*_identity_gap(slot), *slot.build_gaps],
     )
@@ -146,7 +191,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
     if not options.attach:
         return Built(record, record_json(record) + b"\n", failed)
-    attached = _attached_row(row, record, bundle if joined else None, capture, options)
+    attached = _attached_row(row, record, bundles.joined, capture, options)
     return Built(record, row_json(attached) + b"\n", failed)
 
 

@@ -14,8 +14,9 @@ from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.sources.capture import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
-from ng_traj.sources.detect import claims, walk
+from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
+from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import run_name
 
 
@@ -44,6 +45,8 @@ class Inputs:
         rollout_files: Rollouts files, sorted by path.
         capture: Capture files and markers per (rollout id, manifest run), per store.
         capture_named: The named input each capture artifact was found under.
+        native: Files claimed by each native reader (``sources/native.py``), by reader name.
+        native_named: The named input each native file was found under.
         by_kind: Files per kind (``rollouts``, ``capture``, ``unsupported``, ``unclaimed``, ``ambiguous``).
         named: Every named input, for the "yielded nothing" check.
         unsupported: ``(path, description)`` of recognised inputs not read.
@@ -55,6 +58,8 @@ class Inputs:
     by_kind: Counter[str] = field(default_factory=Counter)
     named: list[str] = field(default_factory=list)
     unsupported: list[tuple[str, str]] = field(default_factory=list)
+    native: dict[str, list[Path]] = field(default_factory=dict)
+    native_named: dict[str, str] = field(default_factory=dict)
 
     @property
     def capture_enabled(self) -> bool:
@@ -125,7 +130,7 @@ def _classify(
     sink: DiagnosticSink,
 ) -> None:
     found = claims(file)
-    forced = entry.kind if entry is not None and entry.kind in ("rollouts", "capture") else force_kind
+    forced = entry.kind if entry is not None and entry.kind in (*KINDS, *READERS) else force_kind
     kinds = [forced] if forced else [claim.kind for claim in found]
     if not kinds:
         inputs.by_kind["unclaimed"] += 1
@@ -143,6 +148,9 @@ def _classify(
         _report(sink, "input_unsupported", file, f"recognised as {found[0].description}; skipped", directly)
     elif kind == "rollouts":
         inputs.rollout_files.append(RolloutFile(file, entry.run if entry and entry.run else run_name(file), named))
+    elif kind in READERS:
+        inputs.native.setdefault(kind, []).append(file)
+        inputs.native_named[str(file)] = named
     elif kind == "capture":
         rollout = entry.rollout_id if entry else (capture_rollout_id(file.name) or file.name.removesuffix(".jsonl"))
         inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)

@@ -166,28 +166,51 @@ def join_model_call_observations(
         A new bundle: canonical refs where exactly one unowned call matched, the bundle's gaps minus
         stale join gaps, then the new join and ownership gaps, de-duplicated in order.
     """
-    records: list[Any] = [
-        record.model_copy() if isinstance(record, AgentInvocation | ContextCompactionObservation) else record
-        for record in bundle.records
-    ]
+    return join_bundles([bundle], calls)[0]
+
+
+def join_bundles(
+    bundles: Sequence[AgentObservationBundle], calls: Sequence[ModelCallRecord]
+) -> list[AgentObservationBundle]:
+    """Join several bundles of one rollout (in precedence order) as one: ownership is shared.
+
+    With one bundle this is exactly the reference join. With several, a call owned by an invocation
+    of any bundle is owned, and the ``capture:`` gaps of calls no bundle owns go to the last bundle.
+    """
     index = _Index(calls)
     owners: dict[int, str] = {}
-    join_gaps: list[ObservationGap] = []
-    _join_invocations([r for r in records if isinstance(r, AgentInvocation)], index, owners, join_gaps)
-    for compaction in (r for r in records if isinstance(r, ContextCompactionObservation)):
-        _join_compaction_calls(compaction, index, owners, join_gaps)
-        _join_boundary(compaction, "before_model_call", index, owners, join_gaps)
-        _join_boundary(compaction, "after_model_call", index, owners, join_gaps)
-    for position, call in enumerate(calls):
-        if position not in owners:
-            name = call.model_call_id or call.response_id or "unknown"
-            join_gaps.append(
-                ObservationGap(
-                    code="model_call_ownership_unavailable", detail=f"capture:{name}:call_index={call.call_index}"
-                )
-            )
-    kept = [gap for gap in bundle.gaps if not is_stale_join_gap(gap)]
-    return AgentObservationBundle(source=bundle.source, records=records, gaps=dedupe_gaps([*kept, *join_gaps]))
+    joined: list[tuple[AgentObservationBundle, list[Any], list[ObservationGap]]] = []
+    for bundle in bundles:
+        records: list[Any] = [
+            record.model_copy() if isinstance(record, AgentInvocation | ContextCompactionObservation) else record
+            for record in bundle.records
+        ]
+        gaps: list[ObservationGap] = []
+        _join_invocations([r for r in records if isinstance(r, AgentInvocation)], index, owners, gaps)
+        joined.append((bundle, records, gaps))
+    for _, records, gaps in joined:
+        for compaction in (r for r in records if isinstance(r, ContextCompactionObservation)):
+            _join_compaction_calls(compaction, index, owners, gaps)
+            _join_boundary(compaction, "before_model_call", index, owners, gaps)
+            _join_boundary(compaction, "after_model_call", index, owners, gaps)
+    unowned = [
+        ObservationGap(
+            code="model_call_ownership_unavailable",
+            detail=f"capture:{call.model_call_id or call.response_id or 'unknown'}:call_index={call.call_index}",
+        )
+        for position, call in enumerate(calls)
+        if position not in owners
+    ]
+    if joined:
+        joined[-1][2].extend(unowned)
+    return [
+        AgentObservationBundle(
+            source=bundle.source,
+            records=records,
+            gaps=dedupe_gaps([*(gap for gap in bundle.gaps if not is_stale_join_gap(gap)), *gaps]),
+        )
+        for bundle, records, gaps in joined
+    ]
 
 
 def dedupe_gaps(gaps: Sequence[ObservationGap]) -> list[ObservationGap]:

@@ -51,6 +51,7 @@ class BuildSummary:
             "gaps_by_code": dict(sorted(tally.gaps_by_code.items())),
             "orphan_captures": sorted(stats.orphan_captures),
             "ambiguous_captures": sorted(stats.ambiguous_captures),
+            "unattributed_sessions": stats.unattributed,
             "unsupported_inputs": [{"path": p, "recognised_as": d} for p, d in sorted(self.inputs.unsupported)],
             "empty_inputs": self.empty_inputs,
             "diagnostics": {
@@ -75,7 +76,7 @@ def prepare(
         RunError: A named input does not exist.
     """
     inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest)
-    slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes)
+    slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes, manifest=manifest)
     return inputs, slots, stats
 
 

@@ -11,15 +11,19 @@ rollout and attempt numbers compared as numbers, then run file name, then line.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ng_traj.assemble.attribution import Attribution, RowIndex, RowKey, attribute, response_index
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import read_json_objects
 from ng_traj.sources.capture import INCOMPLETE_SUFFIX, CaptureFiles
-from ng_traj.sources.rollouts import Identity, identity, is_rollout_row, task_from_rollout_id
+from ng_traj.sources.manifest import ManifestEntry
+from ng_traj.sources.native import READERS, NativeUnit
+from ng_traj.sources.rollouts import Identity, identity, is_rollout_row, recorded_run_ids, task_from_rollout_id
 
 _DIGITS = re.compile(r"(\d+)")
 
@@ -42,6 +46,7 @@ class Slot:
         capture: Capture files attributed to this trajectory (all stores).
         build_gaps: ng-traj gaps about the trajectory's artifacts.
         named: The named inputs the trajectory's artifacts were found under.
+        native: Native session units attributed to this trajectory.
     """
 
     identity: Identity
@@ -53,6 +58,7 @@ class Slot:
     capture: tuple[CaptureFiles, ...]
     build_gaps: tuple[ObservationGap, ...]
     named: tuple[str, ...]
+    native: tuple[NativeUnit, ...] = ()
 
     def sort_key(self) -> tuple[object, ...]:
         """Output order: rollout id (numbers as numbers), rows before orphan artifacts, run, line."""
@@ -69,6 +75,7 @@ class PlanStats:
     rows_without_identity: int = 0
     orphan_captures: list[str] = field(default_factory=list)
     ambiguous_captures: list[str] = field(default_factory=list)
+    unattributed: list[dict[str, object]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -78,6 +85,7 @@ class _Row:
     line: int
     offset: int
     size: int
+    run_ids: tuple[str, ...] = ()
 
 
 def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_bytes: int) -> list[_Row]:
@@ -100,7 +108,7 @@ def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_by
                     offset=line.offset,
                 )
             )
-        rows.append(_Row(ident, file, line.line, line.offset, line.size))
+        rows.append(_Row(ident, file, line.line, line.offset, line.size, recorded_run_ids(line.value)))
     if task_inputs:
         stats.task_input_rows += task_inputs
         sink.add(
@@ -115,35 +123,103 @@ def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_by
     return rows
 
 
-def plan(inputs: Inputs, sink: DiagnosticSink, *, max_line_bytes: int) -> tuple[list[Slot], PlanStats]:
-    """Index every rollout row and capture artifact; return the slots in output order."""
+def plan(
+    inputs: Inputs, sink: DiagnosticSink, *, max_line_bytes: int, manifest: Sequence[ManifestEntry] = ()
+) -> tuple[list[Slot], PlanStats]:
+    """Index every rollout row, capture artifact and native session unit; return slots in output order."""
     stats = PlanStats()
     rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes)]
-    runs_by_id: dict[str, set[str]] = {}
+    index = RowIndex({}, {}, set())
     for row in rows:
         if row.identity.derived:
-            runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
-    attached: dict[tuple[str, str], list[CaptureFiles]] = {}
-    slots: list[Slot] = []
+            index.runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
+            for run_id in row.run_ids:
+                index.rows_by_run_id.setdefault(run_id, set()).add((row.identity.rollout_id, row.file.run))
+    attached: dict[RowKey, list[CaptureFiles]] = {}
+    orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
         files = [stores[store] for store in sorted(stores)]
-        runs = {manifest_run} & runs_by_id.get(rollout, set()) if manifest_run else runs_by_id.get(rollout, set())
+        known = index.runs_by_id.get(rollout, set())
+        runs = {manifest_run} & known if manifest_run else known
         if len(runs) == 1:
             attached.setdefault((rollout, next(iter(runs))), []).extend(files)
         else:
-            slots.append(_orphan(inputs, rollout, files, sorted(runs), stats, sink))
+            orphans.setdefault(rollout, ([], sorted(runs)))[0].extend(files)
+    index.capture_ids = set(orphans)
+    native = _attribute_units(inputs, index, list(manifest), stats, sink)
+    slots = [
+        _orphan(inputs, rollout, files, runs, native.get(("capture", rollout), []), stats, sink)
+        for rollout, (files, runs) in orphans.items()
+    ]
     for row in rows:
         key = (row.identity.rollout_id, row.file.run)
         capture = tuple(attached.get(key, ())) if row.identity.derived else ()
-        named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture)}))
+        units = tuple(native.get(("row", *key), ())) if row.identity.derived else ()
+        named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
         location = (str(row.file.path), row.line, row.offset, row.size)
-        slots.append(Slot(row.identity, row.file.run, *location, capture, (), named))
+        slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units))
+    slots.extend(native.get(("own",), []))  # type: ignore[arg-type]
     slots.sort(key=Slot.sort_key)
     return slots, stats
 
 
+def _unit_named(inputs: Inputs, units: Sequence[NativeUnit]) -> set[str]:
+    return {inputs.native_named.get(path, path) for unit in units for path in unit.paths}
+
+
+def _attribute_units(
+    inputs: Inputs, index: RowIndex, manifest: list[ManifestEntry], stats: PlanStats, sink: DiagnosticSink
+) -> dict[tuple[str, ...], list]:
+    """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``."""
+    cache: dict[str, dict[str, set[str]]] = {}
+
+    def responses() -> dict[str, set[str]]:
+        if "index" not in cache:
+            cache["index"] = response_index(inputs.capture)
+        return cache["index"]
+
+    targets: dict[tuple[str, ...], list] = {}
+    for name in sorted(inputs.native):
+        for unit in READERS[name].index(sorted(inputs.native[name]), sink):
+            where = attribute(unit, index, manifest, responses)
+            if where.row is not None:
+                targets.setdefault(("row", *where.row), []).append(unit)
+            elif where.capture_id is not None:
+                targets.setdefault(("capture", where.capture_id), []).append(unit)
+            else:
+                targets.setdefault(("own",), []).append(_own_slot(inputs, unit, where, stats, sink))
+    return targets
+
+
+def _own_slot(inputs: Inputs, unit: NativeUnit, where: Attribution, stats: PlanStats, sink: DiagnosticSink) -> Slot:
+    reason = where.reason or "no manifest entry, rollout folder, matching response id or run id"
+    stats.unattributed.append({"session": unit.key, "paths": list(unit.paths), "reason": reason})
+    code = (
+        "session_ambiguous"
+        if where.gap and where.gap.code == "rollout_attribution_ambiguous"
+        else "session_unattributed"
+    )
+    sink.add(
+        Diagnostic(
+            "warning" if code == "session_ambiguous" else "info",
+            code,
+            f"session {unit.key}: {reason}",
+            path=unit.paths[0],
+        )
+    )
+    gap = where.gap or ObservationGap(code="rollout_record_unavailable", detail=f"session:{unit.key}")
+    named = tuple(sorted(_unit_named(inputs, [unit])))
+    return Slot(Identity("unknown", unit.key), None, None, 0, 0, 0, (), (gap,), named, (unit,))
+
+
 def _orphan(
-    inputs: Inputs, rollout: str, files: list[CaptureFiles], runs: list[str], stats: PlanStats, sink: DiagnosticSink
+    inputs: Inputs,
+    rollout: str,
+    files: list[CaptureFiles],
+    runs: list[str],
+    units: list[NativeUnit],
+    stats: PlanStats,
+    sink: DiagnosticSink,
 ) -> Slot:
     names = [f.capture or str(Path(f.store) / f"{rollout}{INCOMPLETE_SUFFIX}") for f in files]
     if runs:
@@ -155,6 +231,6 @@ def _orphan(
         stats.orphan_captures.extend(names)
         detail = "capture:" + ",".join(sorted(name.rsplit("/", 1)[-1] for name in names))
         gap = ObservationGap(code="rollout_record_unavailable", detail=detail)
-    named = tuple(sorted({inputs.named_for(f) for f in files}))
+    named = tuple(sorted({*(inputs.named_for(f) for f in files), *_unit_named(inputs, units)}))
     identity_ = Identity(task_from_rollout_id(rollout), rollout)
-    return Slot(identity_, None, None, 0, 0, 0, tuple(files), (gap,), named)
+    return Slot(identity_, None, None, 0, 0, 0, tuple(files), (gap,), named, tuple(units))

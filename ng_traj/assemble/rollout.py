@@ -16,7 +16,6 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from ng_traj.assemble.join import join_model_call_observations
 from ng_traj.assemble.project import (
     FALLBACK_INVOCATION_ID,
     Fallback,
@@ -114,18 +113,12 @@ def without_payloads(calls: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]
     return [{key: value for key, value in call.items() if key not in PAYLOAD_KEYS} for call in calls]
 
 
-def join_row_bundle(value: Any, capture: CaptureState) -> tuple[Any, ObservationGap | None]:
-    """Join the row's bundle to recomputed capture calls (gym-reference §2.10 step 3).
-
-    Returns:
-        The joined bundle (or the value unchanged when it is invalid, with the
-        ``agent_observation_join_failed`` gap for the capture attachment).
-    """
+def validated_bundle(value: Any) -> AgentObservationBundle | None:
+    """The row's ``ng_agent_observations`` as a bundle, or ``None`` when it is not a valid one."""
     try:
-        bundle = AgentObservationBundle.model_validate(value)
-        return join_model_call_observations(bundle, capture.records), None
+        return AgentObservationBundle.model_validate(value)
     except (ValidationError, ValueError):
-        return value, ObservationGap(code="agent_observation_join_failed")
+        return None
 
 
 def conversation_items(values: Sequence[Any]) -> tuple[list[Any], int]:

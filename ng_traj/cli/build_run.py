@@ -18,6 +18,7 @@ from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.redact import Redactor
 from ng_traj.sources.detect import KINDS
 from ng_traj.sources.manifest import read_manifest
+from ng_traj.sources.native import READERS
 
 
 @dataclass(frozen=True)
@@ -40,8 +41,9 @@ class BuildRequest:
 
 
 def _check(request: BuildRequest) -> str:
-    if request.force_kind is not None and request.force_kind not in KINDS:
-        raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(KINDS)}")
+    kinds = (*KINDS, *sorted(READERS))
+    if request.force_kind is not None and request.force_kind not in kinds:
+        raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(kinds)}")
     if request.output_format != "jsonl":
         raise RunError(f"--format {request.output_format!r}: only jsonl is supported")
     if request.output is None:

@@ -126,6 +126,10 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "no agent-side conversation evidence: the root invocation was rebuilt from the row's request "
         "input and response output (not reference behaviour)"
     ),
+    "model_call_usage_from_transcript": (
+        "a model call known only from the harness transcript (no captured call matched): its token counts "
+        "are the transcript's usage, normalised to the inclusive convention; detail is its response id"
+    ),
     "rollout_record_line_unreadable": (
         "a line of the rollout's own artifacts was corrupt and skipped; detail is <file>:<line>"
     ),

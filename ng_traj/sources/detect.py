@@ -10,52 +10,17 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from ng_traj.sources import registry  # noqa: F401  (registers the native readers)
 from ng_traj.sources.capture import capture_rollout_id
+from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import is_rollout_row
-
-SNIFF_LINE_BYTES = 64 << 20
-SNIFF_JSON_BYTES = 64 << 20
+from ng_traj.sources.sniff import Claim, Sniffed, first_record
 
 KINDS = ("rollouts", "capture")
 """Kinds ng-traj builds from; ``--as`` accepts these."""
-
-
-@dataclass(frozen=True, slots=True)
-class Claim:
-    """A reader's claim on an input: ``kind`` is a readable kind, or ``unsupported`` with a description."""
-
-    kind: str
-    description: str
-
-
-@dataclass(frozen=True, slots=True)
-class Sniffed:
-    """What a sniffer sees of a file: its path and its first JSON record (``None`` if unparseable)."""
-
-    path: Path
-    first: Any
-
-
-def _first_record(path: Path) -> Any:
-    try:
-        with open(path, "rb") as handle:
-            if path.suffix == ".json":
-                data = handle.read(SNIFF_JSON_BYTES + 1)
-                return orjson.loads(data) if len(data) <= SNIFF_JSON_BYTES else None
-            while True:
-                line = handle.readline(SNIFF_LINE_BYTES)
-                if not line:
-                    return None
-                if line.strip():
-                    return orjson.loads(line)
-    except (OSError, orjson.JSONDecodeError):
-        return None
 
 
 def _capture(s: Sniffed) -> Claim | None:
@@ -147,12 +112,12 @@ def claims(path: Path) -> list[Claim]:
     """All claims on one file (the caller reports zero or several)."""
     if capture_rollout_id(path.name) is not None:
         sniffed = Sniffed(path, None)
-    elif path.suffix in (".jsonl", ".json"):
-        sniffed = Sniffed(path, _first_record(path))
+    elif ".jsonl" in path.name or path.suffix == ".json":
+        sniffed = Sniffed(path, first_record(path))
     else:
         sniffed = Sniffed(path, None)
-    found = [claim for sniffer in SNIFFERS if (claim := sniffer(sniffed)) is not None]
-    return found
+    sniffers = [*SNIFFERS, *(reader.sniff for reader in READERS.values())]
+    return [claim for sniffer in sniffers if (claim := sniffer(sniffed)) is not None]
 
 
 def walk(path: Path) -> Iterator[Path]:

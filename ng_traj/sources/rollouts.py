@@ -121,6 +121,13 @@ def task_from_rollout_id(rollout: str) -> str:
     return match.group(1) if match else "unknown"
 
 
+def recorded_run_ids(row: dict[str, Any]) -> tuple[str, ...]:
+    """Run ids a row records for its retained native artifacts (PinchBench ``raw_rollout.run_id``)."""
+    raw = row.get("raw_rollout")
+    run_id = raw.get("run_id") if isinstance(raw, dict) else None
+    return (run_id,) if isinstance(run_id, str) and run_id else ()
+
+
 def run_name(path: Path) -> str:
     """The run a rollouts file belongs to: its own name, or the main file's name for a sidecar."""
     name = path.name

@@ -1,0 +1,116 @@
+"""The contract between native session readers (pi, OpenClaw, Hermes, ...) and the build.
+
+A reader turns a harness's own files into observations in two steps, so that a build never holds
+every session in memory (PRODUCT.md §7):
+
+* ``index(files, sink)`` groups the files it claimed into *units* (a session, or a session tree
+  with its sub-agents) and records only what attribution needs: the unit's key, its files, the
+  provider response ids of its assistant messages, the folder names above it and any run id.
+* ``load(unit, sink)`` reads a unit fully when its trajectory is assembled, returning an
+  observation bundle (invocations without model-call refs, tool and compaction observations,
+  gaps) and the *native calls*: one per assistant message that was a real model call.
+
+Native calls carry no ``model_ref`` (session files do not know the Gym model server), so refs
+are made by the build from captured calls by exact id (PRODUCT.md §10.5); a native call that
+matches none can still contribute its transcript usage as a model call, labelled with a gap.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ng_traj.contract import AgentObservationBundle, TrajectoryModelCall
+from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.sources.sniff import Claim, Sniffed
+
+
+@dataclass(frozen=True, slots=True)
+class NativeUnit:
+    """What attribution needs to know about one session (tree), and how to load it again.
+
+    Attributes:
+        reader: Name of the reader in :data:`READERS` that produced the unit.
+        key: Root session id; the rollout id of the unit's own trajectory when unattributed.
+        paths: Every file the unit is read from (sorted).
+        response_ids: Provider response ids of its assistant messages (exact-id attribution).
+        folders: Names of the folders above its files (per-rollout folder attribution).
+        run_ids: Run ids it records (PinchBench ``<task>_<run_id>`` folders).
+        hints: Reader-specific values ``load`` needs (for example the root session key).
+    """
+
+    reader: str
+    key: str
+    paths: tuple[str, ...]
+    response_ids: frozenset[str] = frozenset()
+    folders: frozenset[str] = frozenset()
+    run_ids: frozenset[str] = frozenset()
+    hints: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NativeCall:
+    """One model call a session file records (one assistant message that reached a provider).
+
+    Attributes:
+        invocation_id: Invocation whose ``model_calls`` receives the ref.
+        response_id: Provider response id (``responseId``), when the file has one.
+        tool_call_ids: Provider tool-call ids the message issued (decision 5's fallback key).
+        transcript_call: The call as the transcript reports it (token counts normalised to the
+            inclusive convention by the reader, ``model_call_id`` null), used only when no
+            captured call matches.
+    """
+
+    invocation_id: str
+    response_id: str | None = None
+    tool_call_ids: frozenset[str] = frozenset()
+    transcript_call: TrajectoryModelCall | None = None
+
+
+@dataclass
+class NativeObservations:
+    """A loaded unit: its bundle (no model-call refs yet) and its native calls in file order."""
+
+    bundle: AgentObservationBundle
+    calls: list[NativeCall] = field(default_factory=list)
+
+
+class NativeReader(Protocol):
+    """What a native reader module provides (one module per producer in ``sources/``).
+
+    ``name`` is also the input kind its ``sniff`` claims (``Claim(kind=name, ...)``); ``source`` is
+    the ``AgentObservationBundle.source`` it produces. ``index`` must keep the paths exactly as given
+    (``str(path)``), so that the build can tell which named input a unit came from.
+    """
+
+    name: str
+    source: str
+
+    def sniff(self, sniffed: Sniffed) -> Claim | None:
+        """Claim a file (or decline) from its name and first record; never raises."""
+
+    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+        """Group the claimed files into units."""
+
+    def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
+        """Read one unit fully."""
+
+
+READERS: dict[str, NativeReader] = {}
+"""Registered native readers by name; a reader module registers itself with :func:`register`."""
+
+
+def register(reader: NativeReader) -> NativeReader:
+    """Add ``reader`` to :data:`READERS` (its ``name`` is also the input kind its sniffer claims)."""
+    READERS[reader.name] = reader
+    return reader
+
+
+def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:
+    """Names of every folder above ``paths`` (for per-rollout folder attribution)."""
+    return frozenset(part for path in paths for part in Path(path).resolve().parent.parts if part != "/")
+
+
+LoadUnit = Callable[[NativeUnit, DiagnosticSink], NativeObservations]
