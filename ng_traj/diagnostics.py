@@ -62,6 +62,7 @@ BUILD_CODES: dict[str, str] = {
     "manifest_row_invalid": "a manifest row without rollout_id and path",
     "session_unattributed": "a native session no manifest, folder, response id or run id ties to a rollout",
     "session_ambiguous": "a native session claimed by several rollouts; used for none",
+    "session_path_refused": "a symlinked session file, or one outside its agents folder, was not read",
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""

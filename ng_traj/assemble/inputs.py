@@ -110,7 +110,7 @@ def discover(
     seen: set[Path] = set()
     for named in [*paths, *(entry.path for entry in manifest)]:
         for file in walk(named):
-            resolved = file.resolve()
+            resolved = file.absolute() if file.is_symlink() else file.resolve()
             if resolved in seen:
                 continue
             seen.add(resolved)

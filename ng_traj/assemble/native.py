@@ -8,7 +8,7 @@ exactly one captured call has the same set; the ref then carries that call's ``m
 ``model_response_id_unavailable``. Never by time, position or text.
 
 A native call no captured call matches keeps the transcript's own usage as a model call
-(``model_call_id`` null) with the gap ``model_call_usage_from_transcript``. Without any capture store
+(``model_call_id`` null) with the gap ``model_call_usage_from_transcript`` (detail: the call's label). Without any capture store
 in the build (decision 7) no refs are made: every native call keeps its transcript usage, and
 invocations that made calls get ``model_call_ownership_unavailable``.
 """
@@ -79,7 +79,9 @@ def resolve_native(observations: NativeObservations, records: Sequence[ModelCall
             resolved.gaps.append(ObservationGap(code=code, invocation_id=call.invocation_id, detail=tried))
         if call.transcript_call is not None:
             resolved.transcript_calls.append(call.transcript_call)
-            gap = ObservationGap(code=TRANSCRIPT_GAP, invocation_id=call.invocation_id, detail=call.response_id)
+            gap = ObservationGap(
+                code=TRANSCRIPT_GAP, invocation_id=call.invocation_id, detail=call.label or call.response_id
+            )
             resolved.gaps.append(gap)
     if captured is None:
         calling = dict.fromkeys(call.invocation_id for call in observations.calls)

@@ -131,10 +131,9 @@ def plan(
     rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes)]
     index = RowIndex({}, {}, set())
     for row in rows:
-        if row.identity.derived:
-            index.runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
-            for run_id in row.run_ids:
-                index.rows_by_run_id.setdefault(run_id, set()).add((row.identity.rollout_id, row.file.run))
+        index.runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
+        for run_id in row.run_ids:
+            index.rows_by_run_id.setdefault(run_id, set()).add((row.identity.rollout_id, row.file.run))
     attached: dict[RowKey, list[CaptureFiles]] = {}
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
@@ -154,7 +153,7 @@ def plan(
     for row in rows:
         key = (row.identity.rollout_id, row.file.run)
         capture = tuple(attached.get(key, ())) if row.identity.derived else ()
-        units = tuple(native.get(("row", *key), ())) if row.identity.derived else ()
+        units = tuple(native.get(("row", *key), ()))
         named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
         location = (str(row.file.path), row.line, row.offset, row.size)
         slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units))

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import TypeAdapter, ValidationError
+from pydantic import ValidationError
 
 from ng_traj.assemble.project import (
     FALLBACK_INVOCATION_ID,
@@ -25,10 +25,9 @@ from ng_traj.assemble.project import (
 )
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ModelCallRecord, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
-from ng_traj.contract.conversation import ConversationItem
+from ng_traj.contract.conversation import validate_items
 from ng_traj.sources.capture import CaptureEvidence
 
-_ITEM = TypeAdapter(ConversationItem)
 _RECORD_FIELDS = tuple(ModelCallRecord.model_fields)
 REDACTION_GAP = "multimodal_history_redacted"
 
@@ -121,17 +120,6 @@ def validated_bundle(value: Any) -> AgentObservationBundle | None:
         return None
 
 
-def conversation_items(values: Sequence[Any]) -> tuple[list[Any], int]:
-    """Validate candidate conversation items; return the valid ones and how many were dropped."""
-    items, dropped = [], 0
-    for value in values:
-        try:
-            items.append(_ITEM.validate_python(value))
-        except ValidationError:
-            dropped += 1
-    return items, dropped
-
-
 _STATUS = {"completed": "completed", "incomplete": "incomplete", "failed": "failed", "cancelled": "failed"}
 
 
@@ -151,7 +139,7 @@ def fallback_invocation(row: Mapping[str, Any]) -> Fallback | None:
     values = [*(raw_input if isinstance(raw_input, list) else []), *(output if isinstance(output, list) else [])]
     if not values:
         return None
-    items, dropped = conversation_items(values)
+    items, dropped = validate_items(values)
     error = response.get("error")
     status = "failed" if isinstance(error, dict) else _STATUS.get(str(response.get("status")), "unknown")
     invocation = AgentInvocation(

@@ -13,9 +13,10 @@ depend on that SDK, so it accepts them by their ``type`` and carries them throug
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Required
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
 from typing_extensions import TypedDict
 
 from ng_traj.contract.base import contract_error
@@ -287,3 +288,17 @@ ConversationItem = Annotated[
     BeforeValidator(_check_token_metadata),
 ]
 """One item of an invocation's model-visible conversation (gym-reference §3.9)."""
+
+
+_ITEM = TypeAdapter(ConversationItem)
+
+
+def validate_items(values: Sequence[Any]) -> tuple[list[Any], int]:
+    """Validate candidate conversation items; return the valid ones and how many were dropped."""
+    items, dropped = [], 0
+    for value in values:
+        try:
+            items.append(_ITEM.validate_python(value))
+        except ValidationError:
+            dropped += 1
+    return items, dropped

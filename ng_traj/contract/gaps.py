@@ -128,7 +128,17 @@ NG_TRAJ_GAPS: dict[str, str] = {
     ),
     "model_call_usage_from_transcript": (
         "a model call known only from the harness transcript (no captured call matched): its token counts "
-        "are the transcript's usage, normalised to the inclusive convention; detail is its response id"
+        "are the transcript's usage, normalised to the inclusive convention; detail is its response id, "
+        "else entry:<entry id>"
+    ),
+    "agent_conversation_branch_abandoned": (
+        "the session tree has entries off the active path (an abandoned branch, or another root): they are "
+        "kept out of the conversation, their model calls are still counted; detail is the entry id the "
+        "tree forks at (root for several roots)"
+    ),
+    "agent_conversation_parent_unavailable": (
+        "an entry names a parent entry that was never written; the active path continues with the entry "
+        "before it in the file; detail is the missing id"
     ),
     "rollout_record_line_unreadable": (
         "a line of the rollout's own artifacts was corrupt and skipped; detail is <file>:<line>"

@@ -49,14 +49,6 @@ def _capture_shaped(s: Sniffed) -> Claim | None:
     return None
 
 
-def _pi_family(s: Sniffed) -> Claim | None:
-    if isinstance(s.first, dict) and s.first.get("type") == "session":
-        return Claim("unsupported", "pi / OpenClaw session transcript (not read yet)")
-    if isinstance(s.first, dict) and s.first.get("kind") == "header":
-        return Claim("unsupported", "pi session with a kind:header layout (not read yet)")
-    return None
-
-
 def _claude_code(s: Sniffed) -> Claim | None:
     first = s.first
     if isinstance(first, dict) and "sessionId" in first and "type" in first and "responses_create_params" not in first:
@@ -98,7 +90,6 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _capture,
     _rollouts,
     _capture_shaped,
-    _pi_family,
     _claude_code,
     _codex,
     _opencode,

@@ -61,12 +61,15 @@ class NativeCall:
         transcript_call: The call as the transcript reports it (token counts normalised to the
             inclusive convention by the reader, ``model_call_id`` null), used only when no
             captured call matches.
+        label: How gaps name the call: its response id, else a reader-specific stable id
+            (for example ``entry:<entry id>``).
     """
 
     invocation_id: str
     response_id: str | None = None
     tool_call_ids: frozenset[str] = frozenset()
     transcript_call: TrajectoryModelCall | None = None
+    label: str | None = None
 
 
 @dataclass

@@ -1,0 +1,240 @@
+"""OpenClaw: session stores, transcripts (pi v3 format), archives, sub-agent trees, PinchBench layout.
+
+Layouts (producer-formats.md §3.1; gym-reference.md §7.4.1): a state dir ``~/.openclaw`` holds
+``agents/<agentId>/sessions/`` with ``sessions.json`` (the store), ``<sessionId>.jsonl`` transcripts
+and rotated archives ``<sessionId>.jsonl.reset.<ts>`` / ``.jsonl.deleted.<ts>``. PinchBench retains
+``<task>_<run_id>/<task>.jsonl`` (the root transcript) with ``openclaw_sessions/agents/...`` beside it.
+A transcript is claimed by OpenClaw (not plain pi) when it sits beside a store, is an archive, lies
+in a PinchBench layout, or carries OpenClaw's own entries (``model-snapshot``, ``openclaw:*``).
+
+Units: each tree of a store (a root key and its sub-agents, in NeMo Gym's lineage order; invocation
+ids are session keys, children carry ``subagent_spawn_tool_unavailable`` because OpenClaw records no
+spawning call); each PinchBench run (root = the transcript's header id, run id from the folder
+name); and each transcript no store entry names (invocation id = its header id, with the reference's
+``subagent_hierarchy_unavailable``). Invocation status stays ``unknown``, as in the reference.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
+from ng_traj.sources.openclaw_store import (
+    ARCHIVE_MARKERS,
+    Stores,
+    discover_tree,
+    is_store,
+    read_stores,
+    tree_roots,
+)
+from ng_traj.sources.pi_observe import SessionObservation, observe, response_ids
+from ng_traj.sources.pi_session import read_session
+from ng_traj.sources.sniff import Claim, Sniffed
+
+OPENCLAW_CUSTOM = ("model-snapshot", "openclaw")
+PEEK_LINES = 12
+
+
+def is_pi_family(first: Any) -> bool:
+    """True for a pi-family first line: a ``session`` header (or the unsupported ``kind: header``)."""
+    return isinstance(first, dict) and (first.get("type") == "session" or first.get("kind") == "header")
+
+
+def pinchbench_run(path: Path) -> str | None:
+    """The run id of a PinchBench root transcript ``<task>_<run_id>/<task>.jsonl``, else ``None``."""
+    stem, folder = path.name.removesuffix(".jsonl"), path.parent.name
+    if path.suffix == ".jsonl" and folder.startswith(f"{stem}_") and len(folder) > len(stem) + 1:
+        return folder[len(stem) + 1 :]
+    return None
+
+
+def _has_openclaw_entries(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            for raw in itertools.islice(handle, PEEK_LINES):
+                try:
+                    value = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                kind = value.get("customType") if isinstance(value, dict) else None
+                if isinstance(kind, str) and kind.startswith(OPENCLAW_CUSTOM):
+                    return True
+    except OSError:
+        return False
+    return False
+
+
+def is_openclaw_transcript(path: Path) -> bool:
+    """True when a pi-family transcript belongs to OpenClaw (module docstring)."""
+    return (
+        any(marker in path.name for marker in ARCHIVE_MARKERS)
+        or (path.parent / "sessions.json").is_file()
+        or "openclaw_sessions" in path.parts
+        or pinchbench_run(path) is not None
+        or _has_openclaw_entries(path)
+    )
+
+
+def _agents_root(store: Path) -> Path:
+    if store.parent.name == "sessions" and store.name == "sessions.json":
+        return store.parent.parent.parent
+    return store.parent
+
+
+class OpenClawReader:
+    """The OpenClaw reader (``sources/native.py`` contract)."""
+
+    name = "openclaw"
+    source = "openclaw"
+
+    def sniff(self, sniffed: Sniffed) -> Claim | None:
+        """Claim stores and OpenClaw transcripts."""
+        if sniffed.path.suffix == ".json" and is_store(sniffed.first):
+            return Claim(self.name, "OpenClaw session store")
+        if is_pi_family(sniffed.first) and is_openclaw_transcript(sniffed.path):
+            return Claim(self.name, "OpenClaw session transcript")
+        return None
+
+    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+        """Units: PinchBench runs, store trees, then transcripts no store names."""
+        stores_by_root: dict[Path, list[Path]] = {}
+        transcripts = []
+        for file in files:
+            if file.is_symlink():
+                message = "symlinked session file refused (it may point outside the agents folder)"
+                sink.add(Diagnostic("warning", "session_path_refused", message, path=str(file)))
+            elif file.suffix == ".json":
+                stores_by_root.setdefault(_agents_root(file), []).append(file)
+            else:
+                transcripts.append(file)
+        used: set[str] = set()
+        covered: dict[Path, set[str]] = {}
+        units = [self._pinchbench(t, sink, used, covered) for t in transcripts if pinchbench_run(t) is not None]
+        for root, store_paths in sorted(stores_by_root.items()):
+            stores = read_stores(store_paths, root, sink)
+            units.extend(self._trees(stores, store_paths, sink, used, covered.setdefault(root, set())))
+        for transcript in transcripts:
+            if str(transcript) not in used:
+                units.append(_unit("single", [transcript], sink, used, (("transcript", str(transcript)),)))
+        return units
+
+    def _pinchbench(
+        self, transcript: Path, sink: DiagnosticSink, used: set[str], covered: dict[Path, set[str]]
+    ) -> NativeUnit:
+        agents = transcript.parent / "openclaw_sessions" / "agents"
+        stores = read_stores(_pinchbench_stores(agents), agents, DiagnosticSink())
+        hints = [("transcript", str(transcript)), ("agents_root", str(agents))]
+        paths = [transcript, *_pinchbench_stores(agents)]
+        root = _root_key(stores, read_session(transcript, DiagnosticSink()).session_id)
+        if root is not None:
+            nodes, _ = discover_tree(stores, root, transcript)
+            covered.setdefault(agents, set()).update(node.key for node in nodes)
+            paths += [node.transcript for node in nodes[1:] if node.transcript is not None]
+            hints.append(("root", root))
+        run_ids = frozenset({pinchbench_run(transcript) or ""})
+        return _unit("pinchbench", paths, sink, used, tuple(hints), run_ids=run_ids)
+
+    def _trees(
+        self, stores: Stores, store_paths: list[Path], sink: DiagnosticSink, used: set[str], covered: set[str]
+    ) -> list[NativeUnit]:
+        units = []
+        roots = tree_roots(stores)
+        for root in [*roots, *sorted(set(stores.entries) - set(roots))]:
+            if root in covered:
+                continue
+            nodes, _ = discover_tree(stores, root)
+            covered.update(node.key for node in nodes)
+            paths = [*store_paths, *(node.transcript for node in nodes if node.transcript is not None)]
+            hints = (("root", root), ("agents_root", str(stores.root)), *(("store", str(p)) for p in store_paths))
+            units.append(_unit("tree", paths, sink, used, hints, key=stores.entries[root].session_id or root))
+        return units
+
+    def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
+        """Read a unit's transcripts and build its bundle."""
+        hints = dict(unit.hints)
+        if hints["mode"] == "single":
+            return _bundle([_single(Path(hints["transcript"]), sink)], [])
+        agents = Path(hints["agents_root"])
+        store_paths = (
+            _pinchbench_stores(agents)
+            if hints["mode"] == "pinchbench"
+            else [Path(value) for name, value in unit.hints if name == "store"]
+        )
+        if "root" not in hints:
+            return _bundle([_single(Path(hints["transcript"]), sink, detail="root_session_not_found")], [])
+        root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
+        nodes, gaps = discover_tree(read_stores(store_paths, agents, sink), hints["root"], root_transcript)
+        observed = [
+            _tree_session(node.key, node.parent, node.transcript, sink, child=position > 0)
+            for position, node in enumerate(nodes)
+        ]
+        return _bundle(observed, gaps)
+
+
+def _pinchbench_stores(agents: Path) -> list[Path]:
+    return sorted(agents.glob("*/sessions/sessions.json")) if agents.is_dir() else []
+
+
+def _root_key(stores: Stores, session_id: str) -> str | None:
+    keys = [key for key, entry in stores.entries.items() if entry.session_id == session_id]
+    return keys[0] if len(keys) == 1 else None
+
+
+def _unit(
+    mode: str,
+    paths: Sequence[Path],
+    sink: DiagnosticSink,
+    used: set[str],
+    hints: tuple[tuple[str, str], ...],
+    key: str | None = None,
+    run_ids: frozenset[str] = frozenset(),
+) -> NativeUnit:
+    transcripts = [path for path in paths if path.suffix != ".json"]
+    sessions = [read_session(path, DiagnosticSink()) for path in transcripts]
+    used.update(str(path) for path in transcripts)
+    ids = frozenset(rid for session in sessions for rid in response_ids(session))
+    unit_key = key or (sessions[0].session_id if sessions else Path(paths[0]).stem)
+    names = tuple(sorted(dict.fromkeys(str(path) for path in paths)))
+    return NativeUnit("openclaw", unit_key, names, ids, folders_of(names), run_ids, (("mode", mode), *hints))
+
+
+def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> SessionObservation:
+    session = read_session(path, sink)
+    observed = observe(session, session.session_id, derive_status=False)
+    if detail is None and (path.parent / "sessions.json").is_file():
+        detail = "root_session_not_found"
+    observed.gaps.insert(0, ObservationGap(code="subagent_hierarchy_unavailable", detail=detail))
+    return observed
+
+
+def _tree_session(
+    key: str, parent: str | None, transcript: Path | None, sink: DiagnosticSink, *, child: bool
+) -> SessionObservation:
+    if transcript is None:
+        observed = SessionObservation(AgentInvocation(invocation_id=key, parent_invocation_id=parent))
+    else:
+        observed = observe(read_session(transcript, sink), key, parent_id=parent, derive_status=False)
+    if child:
+        observed.gaps.append(ObservationGap(code="subagent_spawn_tool_unavailable", invocation_id=key))
+    return observed
+
+
+def _bundle(observed: list[SessionObservation], gaps: list[ObservationGap]) -> NativeObservations:
+    records: list[Any] = []
+    all_gaps = list(gaps)
+    for session in observed:
+        records.append(session.invocation)
+        records.extend(session.records)
+        all_gaps.extend(session.gaps)
+    bundle = AgentObservationBundle(source="openclaw", records=records, gaps=all_gaps)
+    return NativeObservations(bundle, [call for session in observed for call in session.calls])
+
+
+READER = register(OpenClawReader())

@@ -1,0 +1,181 @@
+"""OpenClaw session stores (``agents/<agentId>/sessions/sessions.json``) and sub-agent lineage.
+
+Format (producer-formats.md §3.3–§3.4; gym-reference.md §7.4.2, §7.4.4): one JSON object per agent,
+session key (``agent:main:main``, ``agent:main:subagent:<uuid>``) -> entry with ``sessionId``, optional
+``sessionFile`` (an absolute path on the gateway host), ``spawnedBy`` / ``parentSessionKey`` (the
+parent's *key*), ``status``, times in ms. Lineage follows NeMo Gym's discovery: stores of one agents
+root are read together (cross-agent spawns); an unreadable store, a non-object entry and a key seen in
+two stores are gaps (the key is dropped); a child whose ``spawnedBy`` and ``parentSessionKey``
+disagree is excluded with ``subagent_parent_ambiguous``; order is root, then layer by layer with
+children sorted by key. A transcript is found by the basename of ``sessionFile`` inside the store's
+own folder, then ``<sessionId>.jsonl``, then (ng-traj) the newest ``<sessionId>.jsonl.reset.*`` /
+``.deleted.*`` archive; it must be a regular file, not a symlink, inside the agents root. A missing
+transcript gives ``agent_transcript_unavailable`` (invocation = key, detail = sessionId).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from ng_traj.contract import ObservationGap
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+
+ARCHIVE_MARKERS = (".jsonl.reset.", ".jsonl.deleted.")
+
+
+def is_store(value: Any) -> bool:
+    """True for an OpenClaw store object: session keys mapping to entries with ``sessionId``."""
+    return (
+        isinstance(value, dict)
+        and bool(value)
+        and any(isinstance(entry, dict) and "sessionId" in entry for entry in value.values())
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class StoreEntry:
+    """One session of a store: its key, session id, parent key and the folder of its store."""
+
+    key: str
+    session_id: str | None
+    parent: str | None
+    conflict: bool
+    folder: Path
+    session_file: str | None
+
+
+@dataclass
+class Stores:
+    """Every store entry of one agents root, and the gaps of reading them."""
+
+    root: Path
+    entries: dict[str, StoreEntry] = field(default_factory=dict)
+    gaps: list[ObservationGap] = field(default_factory=list)
+    incomplete: bool = False
+
+
+def _entry(key: str, value: dict[str, Any], folder: Path) -> StoreEntry:
+    spawned, parent_key = value.get("spawnedBy"), value.get("parentSessionKey")
+    spawned = spawned if isinstance(spawned, str) and spawned else None
+    parent_key = parent_key if isinstance(parent_key, str) and parent_key else None
+    session_id = value.get("sessionId") if isinstance(value.get("sessionId"), str) else None
+    session_file = value.get("sessionFile") if isinstance(value.get("sessionFile"), str) else None
+    conflict = spawned is not None and parent_key is not None and spawned != parent_key
+    return StoreEntry(key, session_id, spawned or parent_key, conflict, folder, session_file)
+
+
+def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
+    """Read the stores of one agents root (sorted), applying the reference's identity rules."""
+    stores = Stores(root)
+    dropped: set[str] = set()
+    for path in sorted(paths):
+        try:
+            data = orjson.loads(path.read_bytes())
+        except (OSError, orjson.JSONDecodeError) as exc:
+            data = None
+            sink.add(Diagnostic("error", "invalid_json", f"session store unreadable: {exc}", path=str(path)))
+        if not isinstance(data, dict):
+            stores.incomplete = True
+            stores.gaps.append(ObservationGap(code="agent_session_store_unreadable"))
+            continue
+        for key, value in data.items():
+            if not isinstance(value, dict):
+                stores.incomplete = True
+                stores.gaps.append(ObservationGap(code="agent_session_entry_unparseable"))
+            elif key in stores.entries or key in dropped:
+                stores.incomplete = True
+                stores.gaps.append(ObservationGap(code="agent_session_identity_ambiguous", detail=key))
+                stores.entries.pop(key, None)
+                dropped.add(key)
+            else:
+                stores.entries[key] = _entry(key, value, path.parent)
+    return stores
+
+
+@dataclass(frozen=True, slots=True)
+class TreeNode:
+    """One session of a lineage tree."""
+
+    key: str
+    parent: str | None
+    session_id: str | None
+    transcript: Path | None
+
+
+def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
+    """The transcript file of a store entry (module docstring), or ``None``."""
+    names = []
+    if entry.session_file:
+        names.append(Path(entry.session_file.replace("\\", "/")).name)
+    if entry.session_id:
+        names.append(f"{entry.session_id}.jsonl")
+    candidates = [entry.folder / name for name in names]
+    if entry.session_id:
+        archives = [entry.folder.glob(f"{entry.session_id}{marker}*") for marker in ARCHIVE_MARKERS]
+        candidates.extend(sorted((p for group in archives for p in group), reverse=True))
+    resolved_root = root.resolve()
+    for candidate in candidates:
+        if candidate.is_file() and not candidate.is_symlink() and resolved_root in candidate.resolve().parents:
+            return candidate
+    return None
+
+
+def discover_tree(
+    stores: Stores, root_key: str, root_transcript: Path | None = None
+) -> tuple[list[TreeNode], list[ObservationGap]]:
+    """The lineage tree under ``root_key``: nodes in reference order, and its gaps.
+
+    ``root_transcript`` overrides where the root's transcript is (PinchBench keeps it outside the store).
+    """
+    gaps = list(stores.gaps)
+    incomplete = stores.incomplete
+    selected, parents = {root_key}, {root_key: None}
+    changed = True
+    reported: set[str] = set()
+    while changed:
+        changed = False
+        for key, entry in sorted(stores.entries.items()):
+            if key in selected or key in reported:
+                continue
+            if entry.conflict:
+                if entry.parent in selected:
+                    incomplete = True
+                    gaps.append(ObservationGap(code="subagent_parent_ambiguous", invocation_id=key))
+                    reported.add(key)
+                continue
+            if entry.parent in selected:
+                selected.add(key)
+                parents[key] = entry.parent
+                changed = True
+    ordered = [root_key]
+    while len(ordered) < len(selected):
+        layer = sorted(key for key in selected - set(ordered) if parents.get(key) in ordered)
+        if not layer:
+            break
+        ordered.extend(layer)
+    stored_parent = stores.entries[root_key].parent
+    if stored_parent is not None and stored_parent not in stores.entries:
+        parents[root_key] = stored_parent
+        gaps.append(ObservationGap(code="subagent_parent_unavailable", invocation_id=root_key, detail=stored_parent))
+    nodes = []
+    for key in ordered:
+        entry = stores.entries[key]
+        transcript = root_transcript if key == root_key and root_transcript else transcript_for(entry, stores.root)
+        if transcript is None:
+            incomplete = True
+            gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=key, detail=entry.session_id))
+        nodes.append(TreeNode(key, parents[key], entry.session_id, transcript))
+    if incomplete:
+        gaps.append(ObservationGap(code="subagent_hierarchy_incomplete"))
+    return nodes, gaps
+
+
+def tree_roots(stores: Stores) -> list[str]:
+    """Keys that start a tree: entries without a parent, or whose parent key no store holds."""
+    return sorted(
+        key for key, entry in stores.entries.items() if entry.parent is None or entry.parent not in stores.entries
+    )

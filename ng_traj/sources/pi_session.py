@@ -1,0 +1,207 @@
+"""Pi session files (also OpenClaw transcripts): every format version, migrated in memory.
+
+Format (producer-formats.md §2.3–§2.9, from badlogic/pi-mono ``packages/coding-agent``): JSONL, first
+line a ``type: "session"`` header, then one entry per line.
+
+* v1 (no ``version``; Nov–Dec 2025): linear entries without ``id``/``parentId``; a ``compaction``
+  names its first kept entry by ``firstKeptEntryIndex``, an index into the file's entries counting
+  the header as 0.
+* v2 (``version: 2``): every entry has an 8-hex ``id`` and a ``parentId``: the file is a tree.
+* v3 (``version: 3``): as v2, message role ``hookMessage`` renamed ``custom``.
+* A ``kind: "header"`` first line is a newer layout ("v4") that is recognised, not read.
+
+Migration mirrors pi's, in memory only (the file is never rewritten) and deterministically
+(PRODUCT.md §10.11): v1 entries get the id ``v1-<line>`` (their 1-based line in the file) and the
+previous entry as parent; ``firstKeptEntryIndex`` becomes the id of the entry on that line of the
+file when it exists; ``hookMessage`` becomes ``custom``. Duplicate header lines (pi < 0.55.2) are
+tolerated. The active conversation is the path from the *leaf* (pi's rule: the last entry in file
+order) to its root; entries off that path are abandoned branches (or other roots).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from math import isfinite
+from pathlib import Path
+from typing import Any
+
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.lines import iter_json_lines
+
+MILLISECOND_THRESHOLD = 1e11
+"""Numbers at or above this are Unix milliseconds, below it seconds (gym-reference §7.4.5)."""
+
+
+def timestamp_seconds(value: Any) -> float | None:
+    """A pi/OpenClaw time as UTC Unix seconds: ms or s numbers, or ISO strings (naive read as UTC).
+
+    Booleans, negatives, non-finite numbers and unparseable strings give ``None``.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if not isfinite(value) or value < 0:
+            return None
+        return float(value) / 1000 if value >= MILLISECOND_THRESHOLD else float(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed.replace(tzinfo=parsed.tzinfo or UTC).timestamp()
+    return None
+
+
+@dataclass(slots=True)
+class Entry:
+    """One entry in v3 shape: ``type``, ``id``, ``parent_id`` and the raw object; ``line`` in the file."""
+
+    type: str
+    id: str
+    parent_id: str | None
+    raw: dict[str, Any]
+    line: int
+
+    @property
+    def message(self) -> dict[str, Any]:
+        """The entry's ``message`` object (``{}`` when absent or not an object)."""
+        message = self.raw.get("message")
+        return message if isinstance(message, dict) else {}
+
+
+@dataclass
+class Session:
+    """A parsed session file.
+
+    Attributes:
+        path: The file as named.
+        session_id: The header's ``id`` (else the file stem).
+        version: Format version after sniffing (1, 2 or 3); 0 when the layout is unsupported.
+        header: The header object, or ``None`` when the file had none.
+        entries: Entries in file order, migrated to v3 shape.
+        unparseable: Lines that were not JSON objects (already reported as diagnostics).
+        unsupported: Why the file could not be read at all (an unsupported layout, an I/O error).
+    """
+
+    path: str
+    session_id: str
+    version: int = 3
+    header: dict[str, Any] | None = None
+    entries: list[Entry] = field(default_factory=list)
+    unparseable: int = 0
+    unsupported: str | None = None
+
+    @property
+    def has_messages(self) -> bool:
+        """True when the file holds at least one ``message`` entry."""
+        return any(entry.type == "message" for entry in self.entries)
+
+    def by_id(self) -> dict[str, Entry]:
+        """Entries by id; for a repeated id the later entry wins (pi appends, the last write is live)."""
+        return {entry.id: entry for entry in self.entries}
+
+    def active_path(self) -> tuple[list[Entry], list[str]]:
+        """Entries from the root to the leaf (the last entry), and the parent ids that were never written.
+
+        A parent id that names no entry does not end the walk (bug-shapes B08): it continues with the
+        entry just before, in file order, and the missing id is returned for a gap.
+        """
+        if not self.entries:
+            return [], []
+        index = self.by_id()
+        position = {id(entry): i for i, entry in enumerate(self.entries)}
+        path: list[Entry] = []
+        missing: list[str] = []
+        seen: set[str] = set()
+        current: Entry | None = self.entries[-1]
+        while current is not None and current.id not in seen:
+            seen.add(current.id)
+            path.append(current)
+            parent = current.parent_id
+            if parent is not None and parent not in index:
+                missing.append(parent)
+                before = position[id(current)] - 1
+                current = self.entries[before] if before >= 0 else None
+            else:
+                current = index.get(parent) if parent is not None else None
+        path.reverse()
+        return path, missing
+
+    def branch_points(self) -> list[str]:
+        """Ids of entries with more than one child, in file order (where the tree forks)."""
+        children: dict[str, int] = {}
+        for entry in self.entries:
+            if entry.parent_id is not None:
+                children[entry.parent_id] = children.get(entry.parent_id, 0) + 1
+        return [entry.id for entry in self.entries if children.get(entry.id, 0) > 1]
+
+
+def _header_version(header: dict[str, Any]) -> int:
+    version = header.get("version")
+    return version if isinstance(version, int) and version in (2, 3) else 1
+
+
+def _entry(raw: dict[str, Any], line: int, version: int, previous: str | None) -> Entry:
+    kind = raw.get("type") if isinstance(raw.get("type"), str) else "unknown"
+    if version < 3 and isinstance(raw.get("message"), dict) and raw["message"].get("role") == "hookMessage":
+        raw = {**raw, "message": {**raw["message"], "role": "custom"}}
+    if version == 1:
+        return Entry(kind, f"v1-{line}", previous, raw, line)
+    entry_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else f"line-{line}"
+    parent = raw.get("parentId") if isinstance(raw.get("parentId"), str) and raw.get("parentId") else None
+    return Entry(kind, entry_id, parent, raw, line)
+
+
+def _migrate_v1_compactions(entries: list[Entry]) -> None:
+    ids_by_line = {entry.line: entry.id for entry in entries}
+    for entry in entries:
+        index = entry.raw.get("firstKeptEntryIndex")
+        if entry.type == "compaction" and isinstance(index, int) and "firstKeptEntryId" not in entry.raw:
+            kept = ids_by_line.get(index + 1)
+            entry.raw = {**entry.raw, "firstKeptEntryId": kept}
+
+
+def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
+    """Parse one pi-family session file; unreadable lines are reported to ``sink`` and counted."""
+    session = Session(str(path), Path(path).name.split(".jsonl")[0])
+    previous: str | None = None
+    for line, value in _objects(path, session, sink):
+        if session.header is None and not session.entries:
+            if value.get("kind") == "header":
+                session.version, session.unsupported = 0, "kind_header"
+                return session
+            if value.get("type") == "session":
+                session.header = value
+                session.version = _header_version(value)
+                if isinstance(value.get("id"), str) and value["id"]:
+                    session.session_id = value["id"]
+                continue
+            session.version = 1
+        if value.get("type") == "session":
+            continue
+        entry = _entry(value, line, session.version, previous)
+        session.entries.append(entry)
+        previous = entry.id
+    if session.version == 1:
+        _migrate_v1_compactions(session.entries)
+    return session
+
+
+def _objects(path: str | Path, session: Session, sink: DiagnosticSink) -> Iterator[tuple[int, dict[str, Any]]]:
+    try:
+        for line in iter_json_lines(path):
+            if line.problem is not None:
+                sink.add(line.problem)
+            if not line.ok or not isinstance(line.value, dict):
+                session.unparseable += 1
+                if line.ok:
+                    sink.add(
+                        Diagnostic("error", "not_an_object", "JSON, but not an object", path=line.path, line=line.line)
+                    )
+                continue
+            yield line.line, line.value
+    except OSError as exc:
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        session.unsupported = "unreadable"
