@@ -1,0 +1,91 @@
+"""OpenClaw layouts (issue 4): trees, archives, missing and refused transcripts, PinchBench, end to end."""
+
+from __future__ import annotations
+
+import orjson
+
+from conftest import FIXTURES, run_cli
+
+OPENCLAW = FIXTURES / "openclaw"
+N = None
+
+
+def _build(tmp_path, *inputs) -> tuple[list[dict], str]:
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", *inputs, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    return [orjson.loads(line) for line in out.read_bytes().splitlines()], result.stderr
+
+
+def _gaps(record: dict) -> list[tuple]:
+    return [(g["code"], g["invocation_id"], g["detail"]) for g in record["gaps"]]
+
+
+def test_cross_agent_subagent_tree(tmp_path):
+    (record,), _ = _build(tmp_path, OPENCLAW / "tree")
+    assert record["rollout_id"] == "sess-root"
+    lineage = [(inv["invocation_id"], inv["parent_invocation_id"], inv["status"]) for inv in record["invocations"]]
+    assert lineage == [
+        ("agent:main:main", N, "unknown"),
+        ("agent:main:subagent:child", "agent:main:main", "unknown"),
+        ("agent:worker:subagent:grand", "agent:main:subagent:child", "unknown"),
+    ]
+    tools = [
+        (t["invocation_id"], t["tool_call_id"], t["status"], t["started_at"], t["duration_ms"])
+        for t in record["tool_calls"]
+    ]
+    assert tools == [
+        ("agent:main:main", "call_spawn", "completed", 1776049203.5, 2500.0),
+        ("agent:main:subagent:child", "call_p1", "completed", 1776049204.0, 1000.0),
+        ("agent:main:subagent:child", "call_p2", "failed", 1776049204.0, 3000.0),
+        ("agent:worker:subagent:grand", "call_read", "failed", N, N),
+    ]
+    gaps = _gaps(record)
+    assert ("subagent_spawn_tool_unavailable", "agent:main:subagent:child", N) in gaps
+    assert ("subagent_spawn_tool_unavailable", "agent:worker:subagent:grand", N) in gaps
+    assert ("tool_timing_unavailable", "agent:worker:subagent:grand", "call_read") in gaps
+    assert not [g for g in gaps if g[0] in ("subagent_hierarchy_unavailable", "subagent_hierarchy_incomplete")]
+    assert len(record["model_calls"]) == 6
+
+
+def test_archive_only_parent_missing_child_and_refused_symlink(tmp_path):
+    records, stderr = _build(tmp_path, OPENCLAW / "archive_and_missing")
+    tree = next(r for r in records if r["rollout_id"] == "sess-old")
+    assert [inv["invocation_id"] for inv in tree["invocations"]] == [
+        "agent:main:main",
+        "agent:main:subagent:gone",
+        "agent:main:subagent:sym",
+    ]
+    root, gone, sym = tree["invocations"]
+    assert len(root["conversation"]) == 5 and gone["conversation"] == [] and sym["conversation"] == []
+    gaps = _gaps(tree)
+    assert ("agent_transcript_unavailable", "agent:main:subagent:gone", "sess-gone") in gaps
+    assert ("agent_transcript_unavailable", "agent:main:subagent:sym", "sess-sym") in gaps
+    assert ("subagent_hierarchy_incomplete", N, N) in gaps
+    # the aborted empty turn and the gateway-injected message are not model calls
+    assert [c["response_metadata"]["response_id"] for c in tree["model_calls"]] == ["chatcmpl-arch-1"]
+    assert "warning[session_path_refused]" in stderr
+    assert [r["rollout_id"] for r in records] == ["sess-old", "sess-sym"]  # the real file, read as a plain pi session
+
+
+def test_pinchbench_run_id_attributes_the_retained_session_to_its_row(tmp_path):
+    (record,), _ = _build(tmp_path, OPENCLAW / "pinchbench")
+    assert record["rollout_id"] == "rollouts.jsonl:1"
+    assert [inv["invocation_id"] for inv in record["invocations"]] == ["agent:main:main"]
+    assert [c["response_metadata"]["response_id"] for c in record["model_calls"]] == ["chatcmpl-pb-1"]
+    assert not [g for g in _gaps(record) if g[0] in ("agent_transcript_unavailable", "rollout_record_unavailable")]
+
+
+def test_end_to_end_rows_capture_and_sessions_join_by_exact_id(tmp_path):
+    records, _ = _build(tmp_path, FIXTURES / "native_e2e")
+    by_id = {r["rollout_id"]: r for r in records}
+    openclaw, pi = by_id["0-0"], by_id["0-1"]
+    refs = [(r["model_call_id"], r["response_id"]) for r in openclaw["invocations"][0]["model_calls"]]
+    assert refs == [(f"{1:032x}", "chatcmpl-e2e-1"), (f"{2:032x}", "chatcmpl-e2e-2")]
+    assert [r["model_call_id"] for r in pi["invocations"][0]["model_calls"]] == [f"{4:032x}", f"{5:032x}"]
+    ownership = [g for r in records for g in _gaps(r) if g[0] == "model_call_ownership_unavailable"]
+    assert ownership == [("model_call_ownership_unavailable", N, f"capture:{3:032x}:call_index=2")]  # the judge only
+    for record in records:
+        codes = [g[0] for g in _gaps(record)]
+        assert "model_call_reference_unmatched" not in codes and "model_call_usage_from_transcript" not in codes
+    assert openclaw["tool_calls"][0]["duration_ms"] == 400.0

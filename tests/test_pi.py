@@ -1,0 +1,184 @@
+"""Pi session files (issue 4): scenarios with expectations derived by hand from the rules."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+
+from conftest import FIXTURES, run_cli
+from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.sources.pi_session import read_session, timestamp_seconds
+
+PI = FIXTURES / "pi"
+N = None
+
+
+def _build(tmp_path, *inputs) -> list[dict]:
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", *inputs, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    return [orjson.loads(line) for line in out.read_bytes().splitlines()]
+
+
+def _items(invocation: dict) -> list[tuple]:
+    return [
+        (
+            item["type"],
+            item.get("role"),
+            item.get("call_id") or (item["content"] if isinstance(item.get("content"), str) else None),
+        )
+        for item in invocation["conversation"]
+    ]
+
+
+def _gaps(record: dict) -> list[tuple]:
+    return [(g["code"], g["invocation_id"], g["detail"]) for g in record["gaps"]]
+
+
+def _tokens(record: dict) -> list[list]:
+    return [list(call["token_stats"].values()) for call in record["model_calls"]]
+
+
+def test_parallel_tool_calls_get_independent_intervals(tmp_path):
+    (record,) = _build(tmp_path, PI / "parallel_tools.jsonl")
+    assert record["rollout_id"] == "pi-par" and record["task_id"] == "unknown"
+    (invocation,) = record["invocations"]
+    assert invocation["status"] == "completed"
+    assert [i[:2] for i in _items(invocation)] == [
+        ("message", "user"),
+        ("reasoning", N),
+        ("function_call", N),
+        ("function_call", N),
+        ("function_call_output", N),
+        ("function_call_output", N),
+        ("message", "assistant"),
+    ]
+    tools = {
+        t["tool_call_id"]: (t["started_at"], t["completed_at"], t["duration_ms"], t["output"])
+        for t in record["tool_calls"]
+    }
+    # durationMs with the result's ms timestamp: call_b ends 10:00:08 after 1 s, call_a ends 10:00:09 after 3 s.
+    assert tools == {
+        "call_b": (1777629607.0, 1777629608.0, 1000.0, "3 f"),
+        "call_a": (1777629606.0, 1777629609.0, 3000.0, "f\ng"),
+    }
+    # Anthropic usage is exclusive: prompt = input + cacheRead + cacheWrite (10 + 100 + 5; 30 + 120 + 0).
+    assert _tokens(record) == [[115, 20, N, 135, 100], [150, 6, N, 156, 120]]
+    assert [c["response_metadata"]["dialect"] for c in record["model_calls"]] == ["messages", "messages"]
+
+
+def test_orphan_tool_result_and_call_without_result_are_never_paired(tmp_path):
+    (record,) = _build(tmp_path, PI / "orphan_tool_result.jsonl")
+    assert record["tool_calls"] == []
+    gaps = _gaps(record)
+    assert ("tool_result_unowned", "pi-orphan", "call-2") in gaps
+    assert ("tool_timing_unavailable", "pi-orphan", "call-1") in gaps
+    assert ("invocation_outcome_unavailable", "pi-orphan", N) in gaps  # last stopReason is toolUse
+
+
+def test_abandoned_branch_is_kept_out_of_the_conversation_but_its_call_counts(tmp_path):
+    (record,) = _build(tmp_path, PI / "branch.jsonl")
+    (invocation,) = record["invocations"]
+    assert _items(invocation) == [
+        ("message", "user", "task placeholder"),
+        (
+            "message",
+            "user",
+            "The following is a summary of a branch that this conversation came back from:\n\n<summary>\nabandoned attempt A</summary>",
+        ),
+        ("message", "assistant", N),
+    ]
+    assert invocation["conversation"][2]["content"][0]["text"] == "attempt B"
+    assert _tokens(record) == [[100, 20, N, 120, 0], [110, 25, N, 135, 0]]
+    assert ("agent_conversation_branch_abandoned", "s-1", "e1") in _gaps(record)
+    assert [g[2] for g in _gaps(record) if g[0] == "model_call_usage_from_transcript"] == ["entry:e2", "entry:e4"]
+
+
+def test_compaction_summary_stands_before_the_first_kept_entry(tmp_path):
+    (record,) = _build(tmp_path, PI / "compaction.jsonl")
+    (invocation,) = record["invocations"]
+    assert invocation["status"] == "incomplete"  # last stopReason "length"
+    texts = [i[2] for i in _items(invocation)]
+    assert texts[:4] == [
+        "first question",
+        N,
+        "The conversation history before this point was compacted into the following summary:\n\n<summary>\nasked two questions\n</summary>",
+        "second question",
+    ]
+    # OpenAI responses after 2025-12-03: exclusive input, so 50 + 10 and 70 + 60.
+    assert _tokens(record) == [[60, 5, N, 65, 10], [130, 6, N, 136, 60], [40, 4, N, 44, 0]]
+    gaps = _gaps(record)
+    assert ("compaction_model_call_boundary_unavailable", "pi-compact", N) in gaps
+    assert ("compaction_tokens_after_unavailable", "pi-compact", N) in gaps
+    assert ("compaction_boundary_unavailable", "pi-compact", N) not in gaps
+
+
+def test_unsupported_layout_is_a_gap_not_a_crash(tmp_path):
+    (record,) = _build(tmp_path, PI / "kind_header.jsonl")
+    assert ("agent_transcript_unavailable", "kind_header", "layout=kind_header") in _gaps(record)
+
+
+def test_duplicate_header_missing_parent_and_corrupt_line(tmp_path):
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", PI / "duplicate_header_and_missing_parent.jsonl", "-o", out)
+    assert ":6: error[invalid_json]" in result.stderr
+    (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [i[2] for i in _items(record["invocations"][0])] == ["task placeholder", N, "continue", N]
+    gaps = _gaps(record)
+    assert ("agent_conversation_parent_unavailable", "pi-dup", "never-written") in gaps
+    assert ("agent_artifact_record_unparseable", N, N) in gaps
+
+
+def _content(record: dict) -> tuple:
+    """A trajectory without the ids pi mints during migration (compared on content, PRODUCT.md §10.11)."""
+    invocation = record["invocations"][0]
+    items = [
+        {k: v for k, v in item.items() if k != "id" or item["type"] != "message"} for item in invocation["conversation"]
+    ]
+    gaps = [(code, inv) for code, inv, _ in _gaps(record)]
+    return items, invocation["status"], record["model_calls"], record["tool_calls"], gaps
+
+
+def test_v1_v2_v3_of_one_conversation_give_the_same_trajectory(tmp_path):
+    records = [_build(tmp_path, PI / f"same_v{n}.jsonl")[0] for n in (1, 2, 3)]
+    assert _content(records[0]) == _content(records[1]) == _content(records[2])
+    items = _items(records[2]["invocations"][0])
+    assert ("message", "user", "reminder: be brief") in items  # v2 hookMessage / v3 custom, both sent as user text
+    assert _tokens(records[0]) == [[47, 9, N, 56, 40], [65, 3, N, 68, 45]]
+
+
+def test_v1_migration_mints_position_ids_and_resolves_kept_index(tmp_path):
+    path = tmp_path / "v1.jsonl"
+    lines = [
+        {"type": "session", "id": "old", "timestamp": "2025-11-20T00:00:00Z", "cwd": "/w"},
+        {"type": "message", "timestamp": "2025-11-20T00:00:01Z", "message": {"role": "user", "content": "a"}},
+        {"type": "message", "timestamp": "2025-11-20T00:00:02Z", "message": {"role": "user", "content": "b"}},
+        {
+            "type": "compaction",
+            "timestamp": "2025-11-20T00:00:03Z",
+            "summary": "s",
+            "firstKeptEntryIndex": 2,
+            "tokensBefore": 9,
+        },
+    ]
+    path.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    session = read_session(path, DiagnosticSink())
+    assert [(e.id, e.parent_id) for e in session.entries] == [("v1-2", None), ("v1-3", "v1-2"), ("v1-4", "v1-3")]
+    assert session.entries[2].raw["firstKeptEntryId"] == "v1-3"
+
+
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [
+        (1776049201000, 1776049201.0),
+        (1776049201.5, 1776049201.5),
+        ("2026-01-01T00:00:01Z", 1767225601.0),
+        ("2026-01-01T00:00:01", 1767225601.0),
+        (True, N),
+        (-1, N),
+        (float("nan"), N),
+        ("yesterday", N),
+    ],
+)
+def test_timestamps(value, seconds):
+    assert timestamp_seconds(value) == seconds
