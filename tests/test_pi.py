@@ -182,3 +182,23 @@ def test_v1_migration_mints_position_ids_and_resolves_kept_index(tmp_path):
 )
 def test_timestamps(value, seconds):
     assert timestamp_seconds(value) == seconds
+
+
+def test_json_mode_event_log_becomes_a_linear_session(tmp_path):
+    (record,) = _build(tmp_path, PI / "json_mode_events.jsonl")
+    (invocation,) = record["invocations"]
+    assert invocation["status"] == "completed"
+    assert [i[:2] for i in _items(invocation)] == [
+        ("message", "user"),
+        ("function_call", N),
+        ("function_call_output", N),
+        ("message", "assistant"),
+    ]
+    assert [c["response_metadata"]["response_id"] for c in record["model_calls"]] == [
+        "chatcmpl-json-1",
+        "chatcmpl-json-2",
+    ]
+    # events carry no times: only the tool result message's own timestamp (completion) is known
+    (tool,) = record["tool_calls"]
+    assert (tool["started_at"], tool["completed_at"], tool["duration_ms"]) == (N, 1780300803.0, N)
+    assert ("tool_timing_unavailable", "pi-json", "call_py") in _gaps(record)

@@ -9,6 +9,8 @@ line a ``type: "session"`` header, then one entry per line.
 * v2 (``version: 2``): every entry has an 8-hex ``id`` and a ``parentId``: the file is a tree.
 * v3 (``version: 3``): as v2, message role ``hookMessage`` renamed ``custom``.
 * A ``kind: "header"`` first line is a newer layout ("v4") that is recognised, not read.
+* ``pi --mode json`` stdout (since v0.45 its first line is the session header too) is an event log:
+  its ``message_end`` events become a linear session (``_entries_from_events``).
 
 Migration mirrors pi's, in memory only (the file is never rewritten) and deterministically
 (PRODUCT.md §10.11): v1 entries get the id ``v1-<line>`` (their 1-based line in the file) and the
@@ -83,6 +85,7 @@ class Session:
         entries: Entries in file order, migrated to v3 shape.
         unparseable: Lines that were not JSON objects (already reported as diagnostics).
         unsupported: Why the file could not be read at all (an unsupported layout, an I/O error).
+        event_log: The file was ``pi --mode json`` stdout, turned into a linear session.
     """
 
     path: str
@@ -92,6 +95,7 @@ class Session:
     entries: list[Entry] = field(default_factory=list)
     unparseable: int = 0
     unsupported: str | None = None
+    event_log: bool = False
 
     @property
     def has_messages(self) -> bool:
@@ -186,7 +190,46 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
         previous = entry.id
     if session.version == 1:
         _migrate_v1_compactions(session.entries)
+    if any(entry.type in EVENT_TYPES for entry in session.entries):
+        session.entries = _entries_from_events(session.entries)
+        session.event_log = True
     return session
+
+
+EVENT_TYPES = frozenset(
+    {"agent_start", "turn_start", "message_start", "message_end", "tool_execution_start", "agent_end"}
+)
+"""Event types of ``pi --mode json`` stdout (producer-formats.md §2.11): such a file is an event log."""
+
+
+def _entries_from_events(events: list[Entry]) -> list[Entry]:
+    """A linear session from a ``pi --mode json`` event log: one message entry per ``message_end``, one
+    compaction entry per successful ``compaction_end`` / ``auto_compaction_end``. Events carry no
+    times of their own, so the entries have none."""
+    entries: list[Entry] = []
+    previous: str | None = None
+    for event in events:
+        raw = event.raw
+        if event.type == "message_end" and isinstance(raw.get("message"), dict):
+            entry = Entry(
+                "message", f"ev-{event.line}", previous, {"type": "message", "message": raw["message"]}, event.line
+            )
+        elif event.type in ("compaction_end", "auto_compaction_end") and isinstance(raw.get("result"), dict):
+            result = raw["result"]
+            compaction = {
+                "type": "compaction",
+                "summary": result.get("summary"),
+                "firstKeptEntryId": result.get("firstKeptEntryId"),
+                "tokensBefore": result.get("tokensBefore"),
+                "tokensAfter": result.get("estimatedTokensAfter"),
+                "reason": raw.get("reason"),
+            }
+            entry = Entry("compaction", f"ev-{event.line}", previous, compaction, event.line)
+        else:
+            continue
+        entries.append(entry)
+        previous = entry.id
+    return entries
 
 
 def _objects(path: str | Path, session: Session, sink: DiagnosticSink) -> Iterator[tuple[int, dict[str, Any]]]:
