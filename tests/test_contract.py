@@ -242,3 +242,13 @@ def test_training_variant_wins_when_token_fields_are_present():
         "generation_log_probs",
         "routed_experts",
     ]
+
+
+def test_every_ng_traj_gap_and_diagnostic_code_is_documented_in_the_readme():
+    from conftest import ROOT
+    from ng_traj.contract.gaps import NG_TRAJ_GAPS
+    from ng_traj.diagnostics import CODES
+
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    missing = [code for code in [*NG_TRAJ_GAPS, *CODES] if f"`{code}`" not in readme]
+    assert missing == []

@@ -140,9 +140,6 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "an entry names a parent entry that was never written; the active path continues with the entry "
         "before it in the file; detail is the missing id"
     ),
-    "rollout_record_line_unreadable": (
-        "a line of the rollout's own artifacts was corrupt and skipped; detail is <file>:<line>"
-    ),
 }
 
 KNOWN_GAPS: frozenset[str] = frozenset(UPSTREAM_GAPS) | frozenset(NG_TRAJ_GAPS)
