@@ -4,3 +4,5 @@ A new producer is one module in ``sources/`` that calls ``register`` at import, 
 """
 
 from __future__ import annotations
+
+from ng_traj.sources import hermes  # noqa: F401
