@@ -99,8 +99,7 @@ def tools(record: dict) -> list[tuple]:
     ]
 
 
-M, R, F, O = "message", "reasoning", "function_call", "function_call_output"
-NO_ROW = ("rollout_record_unavailable", N)
+M, R, F, OUT = "message", "reasoning", "function_call", "function_call_output"
 
 
 def test_db_v1_reads_the_first_schema(tmp_path: Path) -> None:
@@ -109,7 +108,7 @@ def test_db_v1_reads_the_first_schema(tmp_path: Path) -> None:
     one, two = records(produced).values()
     s1, s2 = "20260220_100000_aaaaaa", "20260220_110000_bbbbbb"
     # 1771581660.5 - 1771581600.0 = 60.5 s; the last message is an answer without tool calls: completed.
-    assert invocations(one) == [(s1, N, "completed", 60500.0, [M, M, M, F, O, M])]
+    assert invocations(one) == [(s1, N, "completed", 60500.0, [M, M, M, F, OUT, M])]
     # terminal with exit_code 2 fails (reference heuristic); Hermes keeps no tool times.
     assert tools(one) == [(s1, "call_v1_1", "terminal", "failed", N)]
     # Bundle gaps first, then the build's own (projection order).
@@ -127,7 +126,7 @@ def test_db_v1_reads_the_first_schema(tmp_path: Path) -> None:
 
 
 def test_db_v6_subagents_compression_and_branches(tmp_path: Path) -> None:
-    produced, summary, stderr = build("db_v6_lineage", tmp_path)
+    produced, summary, _ = build("db_v6_lineage", tmp_path)
     golden("db_v6_lineage", produced)
     built = records(produced)
     assert list(built) == [
@@ -139,8 +138,8 @@ def test_db_v6_subagents_compression_and_branches(tmp_path: Path) -> None:
     root, child = "20260325_090000_root01", "20260325_090010_child1"
     tree = built[root]
     assert invocations(tree) == [
-        (root, N, "completed", 100000.0, [M, M, R, M, F, O, M]),
-        (child, root, "completed", 40000.0, [M, M, M, F, O, M]),
+        (root, N, "completed", 100000.0, [M, M, R, M, F, OUT, M]),
+        (child, root, "completed", 40000.0, [M, M, M, F, OUT, M]),
     ]
     # delegate result has no error; the sub-agent's "Error: ..." text fails by the heuristic.
     assert tools(tree) == [
@@ -156,7 +155,7 @@ def test_db_v6_subagents_compression_and_branches(tmp_path: Path) -> None:
     chain = built[a]
     # B continues A at A's place (root level), not as A's sub-agent.
     assert invocations(chain) == [
-        (a, N, "incomplete", 600000.0, [M, M, M, F, O]),
+        (a, N, "incomplete", 600000.0, [M, M, M, F, OUT]),
         (b, N, "completed", N, [M, M, M, M, M]),
     ]
     assert ("tool_call_id", "call_todo_1") and tools(chain) == [(a, "call_todo_1", "todo", "failed", N)]
@@ -216,7 +215,7 @@ def test_db_v23_in_place_compaction_api_content_and_reasoning_spellings(tmp_path
         (R, N, "rs_c1"),  # 47 codex reasoning item kept as is
         (M, "assistant", f"{s}-message-4"),
         (F, N, "call_c1"),
-        (O, N, N),
+        (OUT, N, N),
         (M, "assistant", f"{s}-message-6"),
         (M, "assistant", f"{s}-message-7"),  # 50: tool_calls not JSON, dropped with a gap
     ]
@@ -278,7 +277,7 @@ def test_forms_one_invocation_per_session_database_authoritative(tmp_path: Path)
     gate = built["20260402_090000_gate01"]
     g = "20260402_090000_gate01"
     # session_meta skipped; line 5 is not JSON, line 7 is a truncated last line.
-    assert invocations(gate) == [(g, N, "completed", N, [M, R, M, F, O, M])]
+    assert invocations(gate) == [(g, N, "completed", N, [M, R, M, F, OUT, M])]
     assert gaps(gate, skip=("turns_unavailable", "model_calls_unavailable", "rollout_record_unavailable")) == [
         ("local_timestamp_unconverted", g, "timestamp"),
         ("agent_artifact_record_unparseable", g, f"{g}.jsonl:5"),
@@ -313,7 +312,7 @@ def test_sharegpt_lines_pair_tool_calls_by_position(tmp_path: Path) -> None:
     ]
     first = built["trajectory_samples.jsonl:1"]
     i1 = "trajectory_samples.jsonl:1"
-    assert invocations(first) == [(i1, N, "completed", N, [M, M, R, M, F, F, O, O, M])]
+    assert invocations(first) == [(i1, N, "completed", N, [M, M, R, M, F, F, OUT, OUT, M])]
     calls = [c for c in first["invocations"][0]["conversation"] if c["type"] == F]
     assert [(c["call_id"], c["name"], c["arguments"]) for c in calls] == [
         ("call_s1", "terminal", '{"command":"ls"}'),
@@ -354,7 +353,7 @@ def test_rollout_capture_and_state_db(tmp_path: Path) -> None:
         ("02", "chatcmpl-r2", 150),
     ]
     (inv,) = record["invocations"]
-    assert inv["invocation_id"] == s and [c["type"] for c in inv["conversation"]] == [M, M, M, F, O, M]
+    assert inv["invocation_id"] == s and [c["type"] for c in inv["conversation"]] == [M, M, M, F, OUT, M]
     # The tool-call message joins call 1 by its tool-call id set; the answer has no id to join by.
     assert inv["model_calls"] == [
         {
