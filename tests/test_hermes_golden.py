@@ -375,3 +375,14 @@ def test_rollout_capture_and_state_db(tmp_path: Path) -> None:
 @pytest.mark.parametrize("scenario", sorted(p.name for p in HERMES.iterdir() if p.is_dir()))
 def test_every_fixture_has_a_golden(scenario: str) -> None:
     assert (HERMES / scenario / "expected.jsonl").is_file()
+
+
+def test_input_order_does_not_change_the_bytes(tmp_path: Path) -> None:
+    folder = materialise(HERMES / "forms" / "input", tmp_path / "input")
+    files = sorted(p for p in folder.rglob("*") if p.is_file())
+    outputs = []
+    for name, order in (("a", files), ("b", files[::-1])):
+        out = tmp_path / f"{name}.jsonl"
+        assert run_cli("build", *order, "-o", out).exit_code == 0
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1] == (HERMES / "forms" / "expected.jsonl").read_bytes()

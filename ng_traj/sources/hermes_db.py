@@ -157,13 +157,24 @@ def _select(columns: tuple[str, ...]) -> str:
     return ", ".join(f'"{name}"' for name in columns)
 
 
+_CATALOGUES: dict[Path, Catalogue] = {}
+
+
 def read_catalogue(path: Path) -> Catalogue:
     """The schema version, usable columns and every session's lineage columns (``LINEAGE_COLUMNS``).
+
+    Read once per copy of the database (the index and every load of a build share it).
 
     Raises:
         HermesDbError: The copy cannot be made or opened, or it is not a Hermes ``state.db``.
     """
     copy = private_copy(path)
+    if copy not in _CATALOGUES:
+        _CATALOGUES[copy] = _read_catalogue(copy)
+    return _CATALOGUES[copy]
+
+
+def _read_catalogue(copy: Path) -> Catalogue:
     try:
         with closing(_connect(copy)) as connection:
             catalogue = Catalogue(

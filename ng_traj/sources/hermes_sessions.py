@@ -12,9 +12,11 @@ session's metadata (lineage, times, system prompt) comes from ``state.db`` where
   records no spawning tool call (``subagent_spawn_tool_unavailable``; ``subagent_hierarchy_incomplete``
   when the parent is not among the inputs).
 * the predecessor ended with ``end_reason = 'compression'``, or (unless it ended ``branched``) the
-  session holds the compressor's summary message: a context-compression continuation. The predecessor gets a context-compaction
-  observation (``observed_at`` = its ``ended_at``, ``summary`` = the successor's summary message,
-  outcome ``completed``) and the continuation sits at its predecessor's place in the tree.
+  session holds the compressor's summary message: a context-compression continuation. The
+  predecessor gets a context-compaction observation (``observed_at`` = its ``ended_at`` when it ended
+  by compression, ``summary`` = the successor's first summary message, outcome ``completed``; a
+  predecessor ended by compression with no successor among the inputs: outcome ``unknown``) and the
+  continuation sits at its predecessor's place in the tree.
 * the predecessor ended with ``end_reason = 'branched'``: a ``/branch`` copy, placed like a
   continuation, with ``agent_conversation_branching_unavailable``.
 * anything else: the kind of link is not stated; placed like a continuation, with
