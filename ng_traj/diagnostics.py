@@ -64,6 +64,12 @@ BUILD_CODES: dict[str, str] = {
     "session_ambiguous": "a native session claimed by several rollouts; used for none",
     "session_path_refused": "a symlinked session file, or one outside its agents folder, was not read",
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
+    "hermes_db_unreadable": "a Hermes state.db (its private copy) could not be opened or queried; sessions it holds are not built",
+    "hermes_schema_version_unknown": "a state.db schema_version newer than 23 or not recorded; the known columns were read",
+    "hermes_session_duplicate": "a session id in two state.db files; the first (in path order) is used",
+    "hermes_session_forms_differ": "a session's forms (state.db, snapshot, gateway transcript) hold different messages; the chosen one is named",
+    "hermes_store_unused": "a gateway sessions.json naming no session among the inputs",
+    "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 

@@ -61,6 +61,7 @@ class Built:
     record: TrajectoryRecord
     line: bytes
     failed: Exception | None = None
+    session_totals: Counter[str] = field(default_factory=Counter)
 
 
 @dataclass
@@ -75,6 +76,7 @@ class BuildTally:
     invocations: int = 0
     projection_failures: int = 0
     by_named: Counter[str] = field(default_factory=Counter)
+    session_totals: Counter[str] = field(default_factory=Counter)
 
     def add(self, slot: Slot, built: Built) -> None:
         record = built.record
@@ -86,6 +88,7 @@ class BuildTally:
         self.invocations += len(record.invocations)
         self.projection_failures += built.failed is not None
         self.by_named.update(slot.named)
+        self.session_totals.update(built.session_totals)
 
 
 def _origin(slot: Slot) -> str:
@@ -119,10 +122,21 @@ class _Bundles:
     values: list[Any] = field(default_factory=list)
     joined: AgentObservationBundle | None = None
     transcript_calls: list[Any] = field(default_factory=list)
+    session_totals: Counter[str] = field(default_factory=Counter)
 
 
-def _natives(slot: Slot, row_source: str | None, capture: CaptureState, options: BuildOptions, sink: DiagnosticSink):
-    """Load, and make refs for, the slot's native units; a unit of the row bundle's producer is skipped."""
+def _natives(
+    slot: Slot,
+    row_source: str | None,
+    capture: CaptureState,
+    options: BuildOptions,
+    sink: DiagnosticSink,
+    totals: Counter[str],
+):
+    """Load, and make refs for, the slot's native units; a unit of the row bundle's producer is skipped.
+
+    The units' producer session totals (a summary cross-check only) are added to ``totals``.
+    """
     loaded = []
     for unit in slot.native:
         reader = READERS[unit.reader]
@@ -131,6 +145,7 @@ def _natives(slot: Slot, row_source: str | None, capture: CaptureState, options:
             sink.add(Diagnostic("info", "native_superseded", message, path=unit.paths[0]))
             continue
         observations = reader.load(unit, sink)
+        totals.update(observations.session_totals)
         loaded.append(resolve_native(observations, capture.records if options.capture_enabled else None))
     return loaded
 
@@ -141,8 +156,9 @@ def _bundles(
     """Row bundle and native bundles, joined to the captured calls as one when capture stores were given."""
     value = row.get("ng_agent_observations") if row is not None else None
     row_bundle = validated_bundle(value) if value is not None else None
-    natives = _natives(slot, row_bundle.source if row_bundle else None, capture, options, sink)
-    result = _Bundles(transcript_calls=[call for n in natives for call in n.transcript_calls])
+    totals: Counter[str] = Counter()
+    natives = _natives(slot, row_bundle.source if row_bundle else None, capture, options, sink, totals)
+    result = _Bundles(transcript_calls=[call for n in natives for call in n.transcript_calls], session_totals=totals)
     to_join = ([row_bundle] if row_bundle is not None else []) + [n.bundle for n in natives]
     if capture.recomputed and value is not None and row_bundle is None:
         capture.gaps.append({"code": "agent_observation_join_failed"})
@@ -190,9 +206,9 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
     if options.redactor is not None:
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
     if not options.attach:
-        return Built(record, record_json(record) + b"\n", failed)
+        return Built(record, record_json(record) + b"\n", failed, bundles.session_totals)
     attached = _attached_row(row, record, bundles.joined, capture, options)
-    return Built(record, row_json(attached) + b"\n", failed)
+    return Built(record, row_json(attached) + b"\n", failed, bundles.session_totals)
 
 
 def _attached_row(

@@ -49,6 +49,7 @@ class BuildSummary:
             "tool_calls": tally.tool_calls,
             "projection_failures": tally.projection_failures,
             "gaps_by_code": dict(sorted(tally.gaps_by_code.items())),
+            "native_session_totals": dict(sorted(tally.session_totals.items())),
             "orphan_captures": sorted(stats.orphan_captures),
             "ambiguous_captures": sorted(stats.ambiguous_captures),
             "unattributed_sessions": stats.unattributed,

@@ -140,6 +140,25 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "an entry names a parent entry that was never written; the active path continues with the entry "
         "before it in the file; detail is the missing id"
     ),
+    "hermes_schema_version_unsupported": (
+        "the Hermes state.db records a schema_version newer than the documented 23 (or none): read as far as the "
+        "known columns go; detail schema_version=<n>"
+    ),
+    "hermes_session_id_unavailable": (
+        "a Hermes ShareGPT trajectory line carries no session id: the invocation is named <file name>:<line>"
+    ),
+    "local_timestamp_unconverted": (
+        "the Hermes form states local times without a UTC offset (gateway timestamp, snapshot session_start, "
+        "ShareGPT timestamp); they were not converted and no time was taken from them; detail names the fields"
+    ),
+    "session_lineage_unresolved": (
+        "a Hermes session names a parent_session_id but neither source 'subagent' nor the parent's end_reason "
+        "(compression, branched) nor a compaction summary says what the link is; detail is the parent session id"
+    ),
+    "tool_call_paired_by_position": (
+        "a ShareGPT tool call took its id from the tool response at the same position in the next tool turn "
+        "(the format's only pairing); detail is the tool call id"
+    ),
 }
 
 KNOWN_GAPS: frozenset[str] = frozenset(UPSTREAM_GAPS) | frozenset(NG_TRAJ_GAPS)

@@ -68,17 +68,6 @@ def _opencode(s: Sniffed) -> Claim | None:
     return None
 
 
-def _hermes(s: Sniffed) -> Claim | None:
-    first = s.first
-    if s.path.name == "state.db" or s.path.suffix == ".db":
-        return Claim("unsupported", "SQLite database (Hermes state.db or OpenCode; not read yet)")
-    if isinstance(first, dict) and "session_id" in first and ("messages" in first or "conversations" in first):
-        return Claim("unsupported", "Hermes session snapshot (not read yet)")
-    if isinstance(first, dict) and "conversations" in first and s.path.suffix == ".jsonl":
-        return Claim("unsupported", "ShareGPT trajectory samples (not read yet)")
-    return None
-
-
 def _trajectories(s: Sniffed) -> Claim | None:
     first = s.first
     if isinstance(first, dict) and {"schema_version", "rollout_id", "task_id"} <= first.keys():
@@ -93,7 +82,6 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _claude_code,
     _codex,
     _opencode,
-    _hermes,
     _trajectories,
 ]
 """Every sniffer; a new reader adds its own here."""

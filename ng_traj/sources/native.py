@@ -74,10 +74,17 @@ class NativeCall:
 
 @dataclass
 class NativeObservations:
-    """A loaded unit: its bundle (no model-call refs yet) and its native calls in file order."""
+    """A loaded unit: its bundle (no model-call refs yet) and its native calls in file order.
+
+    ``session_totals`` holds the token totals the producer keeps per session (Hermes ``sessions``
+    columns), summed over the unit's sessions with the inclusive prompt convention; only keys some
+    session reported are present. The build adds them to its summary as a cross-check, never to a
+    trajectory.
+    """
 
     bundle: AgentObservationBundle
     calls: list[NativeCall] = field(default_factory=list)
+    session_totals: dict[str, int] = field(default_factory=dict)
 
 
 class NativeReader(Protocol):

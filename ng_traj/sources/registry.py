@@ -5,4 +5,4 @@ A new producer is one module in ``sources/`` that calls ``register`` at import, 
 
 from __future__ import annotations
 
-from ng_traj.sources import openclaw, pi  # noqa: F401
+from ng_traj.sources import hermes, openclaw, pi  # noqa: F401

@@ -1,0 +1,359 @@
+"""The Hermes Agent reader (NousResearch/hermes-agent): every form a Hermes home keeps of a session.
+
+NeMo Gym reads no Hermes file (it observes Hermes in-process, gym-reference §7.5); this reader
+rebuilds the same observations from what Hermes itself writes (producer-formats §4):
+
+* ``state.db`` (+ ``-wal``/``-shm``), every schema version (``hermes_db``);
+* ``session_<id>.json`` snapshots of both eras and gateway ``<id>.jsonl`` transcripts with the
+  ``sessions.json`` store (``hermes_files``);
+* ``trajectory_samples.jsonl`` / ``failed_trajectories.jsonl`` ShareGPT lines (``hermes_sharegpt``).
+
+A *unit* is a session tree: the sessions linked by ``parent_session_id`` in ``state.db`` (sub-agents
+and compression continuations), each with every form the inputs hold of it; a ShareGPT line is a
+unit of its own. Hermes keeps no provider response ids, so units attribute to rollouts through the
+manifest or a folder named by the rollout id (PRODUCT.md §3), and native calls join captured calls
+only through their tool-call id sets (decision 12). Request dumps (``request_dump_*.json``: one
+failed API request) are recognised and not read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ng_traj.contract import ObservationGap
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.lines import decode_line, iter_json_lines
+from ng_traj.sources import hermes_db as db
+from ng_traj.sources.hermes_files import (
+    SessionForm,
+    is_gateway_line,
+    is_request_dump,
+    is_snapshot,
+    is_store,
+    read_gateway,
+    read_json_file,
+    session_totals,
+    snapshot_local_times,
+    snapshot_messages,
+    utc_seconds,
+)
+from ng_traj.sources.hermes_sessions import SOURCE, Tree, build_tree
+from ng_traj.sources.hermes_sharegpt import is_sharegpt, sharegpt_messages
+from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
+from ng_traj.sources.sniff import Claim, Sniffed
+
+NAME = "hermes"
+SQLITE_MAGIC = b"SQLite format 3\x00"
+_DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+_SIDECARS = ("-wal", "-shm")
+_HEAD_BYTES = 1 << 16
+
+
+def _sqlite_kind(path: Path) -> str | None:
+    """``hermes`` for a Hermes ``state.db``, ``other`` for another SQLite file, else ``None``."""
+    if path.name != "state.db" and not path.name.endswith(_DB_SUFFIXES):
+        return None
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_HEAD_BYTES)
+    except OSError:
+        return None
+    if not head.startswith(SQLITE_MAGIC):
+        return None
+    if path.name == "state.db" or (b"CREATE TABLE sessions" in head and b"CREATE TABLE messages" in head):
+        return "hermes"
+    return "other"
+
+
+def _sidecar_of(path: Path) -> Path | None:
+    for suffix in _SIDECARS:
+        if path.name.endswith(suffix):
+            return path.with_name(path.name[: -len(suffix)])
+    return None
+
+
+def sniff(sniffed: Sniffed) -> Claim | None:
+    """Claim Hermes files by name and first record; never raises (module docstring lists the forms)."""
+    path, first = sniffed.path, sniffed.first
+    database = _sidecar_of(path)
+    kind = _sqlite_kind(database if database is not None else path)
+    if kind == "hermes":
+        return Claim(NAME, "Hermes state.db" + (" sidecar" if database is not None else ""))
+    if kind == "other":
+        return Claim("unsupported", "SQLite database that is not a Hermes state.db (not read)")
+    if path.suffix == ".json":
+        if is_snapshot(first):
+            return Claim(NAME, "Hermes session snapshot")
+        if is_store(first):
+            return Claim(NAME, "Hermes gateway session store")
+        if is_request_dump(first):
+            return Claim("unsupported", "Hermes request dump (one failed API request; not read)")
+    elif ".jsonl" in path.name:
+        if is_sharegpt(first):
+            return Claim(NAME, "Hermes ShareGPT trajectories")
+        if is_gateway_line(first):
+            return Claim(NAME, "Hermes gateway transcript")
+    return None
+
+
+@dataclass
+class _Catalogue:
+    """Every session the claimed files hold, by id, and what attribution and loading need."""
+
+    files: dict[str, set[str]] = field(default_factory=dict)
+    parents: dict[str, str] = field(default_factory=dict)
+    databases: dict[str, str] = field(default_factory=dict)
+    units: list[NativeUnit] = field(default_factory=list)
+
+    def add(self, session: str, path: str) -> None:
+        self.files.setdefault(session, set()).add(path)
+
+
+def _classify(files: Sequence[Path]) -> dict[str, list[Path]]:
+    groups: dict[str, list[Path]] = {"db": [], "json": [], "jsonl": []}
+    for path in files:
+        if _sidecar_of(path) is not None:
+            continue
+        if _sqlite_kind(path) == "hermes":
+            groups["db"].append(path)
+        elif path.suffix == ".json":
+            groups["json"].append(path)
+        else:
+            groups["jsonl"].append(path)
+    return groups
+
+
+def _index_db(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
+    try:
+        found = db.read_catalogue(path)
+    except db.HermesDbError as exc:
+        sink.add(Diagnostic("error", "hermes_db_unreadable", f"{exc}; its sessions are not built", path=str(path)))
+        return
+    if not found.version_known:
+        version = "none recorded" if found.version is None else str(found.version)
+        message = f"schema_version {version} is not one of 1-{db.KNOWN_SCHEMA_VERSION}; known columns read"
+        sink.add(Diagnostic("warning", "hermes_schema_version_unknown", message, path=str(path)))
+    for session, row in found.sessions.items():
+        if session in catalogue.databases:
+            message = f"session {session} is also in {catalogue.databases[session]}; that copy is used"
+            sink.add(Diagnostic("warning", "hermes_session_duplicate", message, path=str(path)))
+            continue
+        catalogue.databases[session] = str(path)
+        catalogue.add(session, str(path))
+        if isinstance(row.get("parent_session_id"), str) and row["parent_session_id"]:
+            catalogue.parents[session] = row["parent_session_id"]
+
+
+def _index_json(path: Path, catalogue: _Catalogue, stores: list[Path], sink: DiagnosticSink) -> None:
+    value = read_json_file(path, sink)
+    if is_snapshot(value):
+        catalogue.add(value["session_id"], str(path))
+    elif is_store(value):
+        stores.append(path)
+
+
+def _index_store(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
+    value = read_json_file(path, sink) or {}
+    named = sorted({str(e.get("session_id")) for e in value.values() if isinstance(e, dict)})
+    known = [session for session in named if session in catalogue.files]
+    for session in known:
+        catalogue.add(session, str(path))
+    if not known:
+        message = (
+            f"gateway session store naming {len(named)} session(s), none of them among the inputs; nothing to build"
+        )
+        sink.add(Diagnostic("info", "hermes_store_unused", message, path=str(path)))
+
+
+def _index_sharegpt(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
+    for line in iter_json_lines(path):
+        if line.problem is not None:
+            sink.add(line.problem)
+        if not line.ok:
+            continue
+        if not is_sharegpt(line.value):
+            message = "not a ShareGPT trajectory (no conversations of from/value turns); skipped"
+            sink.add(Diagnostic("error", "hermes_record_invalid", message, path=str(path), line=line.line))
+            continue
+        hints = (("line", str(line.line)), ("offset", str(line.offset)), ("size", str(line.size)))
+        key = f"{path.name}:{line.line}"
+        catalogue.units.append(NativeUnit(NAME, key, (str(path),), folders=folders_of([path]), hints=hints))
+
+
+def _first_line(path: Path) -> Any:
+    for line in iter_json_lines(path):
+        return line.value if line.ok else None
+    return None
+
+
+def _root(session: str, parents: dict[str, str], present: dict[str, set[str]]) -> str:
+    seen = {session}
+    while (parent := parents.get(session)) is not None and parent in present and parent not in seen:
+        seen.add(parent)
+        session = parent
+    return session
+
+
+def index(files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+    """Group the claimed files into session trees and ShareGPT lines (see the module docstring)."""
+    groups, catalogue, stores = _classify(files), _Catalogue(), []
+    for path in groups["db"]:
+        _index_db(path, catalogue, sink)
+    for path in groups["json"]:
+        _index_json(path, catalogue, stores, sink)
+    for path in groups["jsonl"]:
+        try:
+            sharegpt = is_sharegpt(_first_line(path))
+        except OSError:
+            sharegpt = False
+        if sharegpt:
+            _index_sharegpt(path, catalogue, sink)
+        else:
+            catalogue.add(path.name.split(".jsonl", 1)[0], str(path))
+    for path in stores:
+        _index_store(path, catalogue, sink)
+    trees: dict[str, list[str]] = {}
+    for session in sorted(catalogue.files):
+        trees.setdefault(_root(session, catalogue.parents, catalogue.files), []).append(session)
+    for root, sessions in sorted(trees.items()):
+        paths = {path for session in sessions for path in catalogue.files[session]}
+        paths |= {str(side) for path in paths if Path(path) in groups["db"] for side in db.sidecars(Path(path))}
+        hints = tuple(("session", session) for session in sessions)
+        unit_paths = tuple(sorted(paths))
+        catalogue.units.append(NativeUnit(NAME, root, unit_paths, folders=folders_of(unit_paths), hints=hints))
+    return sorted(catalogue.units, key=lambda unit: unit.key)
+
+
+def _db_forms(path: Path, sessions: list[str], tree: Tree, totals: list[dict[str, int]], sink: DiagnosticSink) -> None:
+    try:
+        catalogue = db.read_catalogue(path)
+        mine = [s for s in sessions if s in catalogue.sessions and s not in tree.rows]
+        rows = db.read_sessions(path, catalogue, mine)
+    except db.HermesDbError as exc:
+        sink.add(Diagnostic("error", "hermes_db_unreadable", str(exc), path=str(path)))
+        return
+    tree.rows.update(rows)
+    if not catalogue.version_known:
+        tree.gaps.append(
+            ObservationGap(code="hermes_schema_version_unsupported", detail=f"schema_version={catalogue.version}")
+        )
+    exclusive = catalogue.version is not None and catalogue.version >= 5
+    totals.extend(session_totals(rows[s], exclusive=exclusive) for s in mine if s in rows)
+    try:
+        messages = db.read_messages(path, catalogue, mine)
+    except db.HermesDbError as exc:
+        sink.add(Diagnostic("error", "hermes_db_unreadable", f"messages: {exc}", path=str(path)))
+        for session in mine:
+            detail = f"state.db:{str(exc).split(':', 1)[0]}"
+            tree.gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=session, detail=detail))
+        messages = {}
+    for session in mine:
+        tree.forms[session].insert(0, _db_form(session, path, messages.get(session, [])))
+        tree.compacted_rows[session] = sum(1 for row in messages.get(session, []) if row.get("compacted"))
+
+
+def _db_form(session: str, path: Path, rows: list[dict[str, Any]]) -> SessionForm:
+    form = SessionForm(session, "state.db", str(path))
+    for row in rows:
+        if not db.is_live(row):
+            continue
+        message, broken = db.message_dict(row)
+        for column in broken:
+            detail = f"{path.name}:messages.id={row.get('id')}:{column}"
+            form.gaps.append(
+                ObservationGap(code="agent_artifact_record_unparseable", invocation_id=session, detail=detail)
+            )
+        form.messages.append(message)
+    return form
+
+
+def _snapshot_form(path: Path, value: dict[str, Any]) -> SessionForm:
+    session = value["session_id"]
+    form = SessionForm(session, "snapshot", str(path), local_times=snapshot_local_times(value))
+    if isinstance(value.get("system_prompt"), str):
+        form.system_prompt = value["system_prompt"]
+    if isinstance(value.get("messages"), list):
+        form.messages = snapshot_messages(value)
+    else:
+        form.messages, form.gaps = sharegpt_messages(value["conversations"], session)
+    return form
+
+
+def _file_forms(unit: NativeUnit, tree: Tree, totals: list[dict[str, int]], sink: DiagnosticSink) -> None:
+    for name in unit.paths:
+        path = Path(name)
+        if path.suffix == ".json":
+            value = read_json_file(path, sink)
+            if is_snapshot(value) and value["session_id"] in tree.forms:
+                tree.forms[value["session_id"]].append(_snapshot_form(path, value))
+            elif is_store(value):
+                entries = [e for e in value.values() if isinstance(e, dict) and e.get("session_id") in tree.forms]
+                totals.extend(session_totals(e, exclusive=False) for e in entries if e["session_id"] not in tree.rows)
+        elif ".jsonl" in path.name and path.name.split(".jsonl", 1)[0] in tree.forms:
+            tree.forms[path.name.split(".jsonl", 1)[0]].append(read_gateway(path, sink))
+
+
+def _sharegpt_unit(unit: NativeUnit, sink: DiagnosticSink) -> Tree:
+    hints = dict(unit.hints)
+    path, line = Path(unit.paths[0]), int(hints["line"])
+    try:
+        with open(path, "rb") as handle:
+            handle.seek(int(hints["offset"]))
+            raw = handle.read(int(hints["size"]))
+    except OSError as exc:
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        raw = b"{}"
+    value, problem = decode_line(raw.strip(), (str(path), line, int(hints["offset"])), at_eof=not raw.endswith(b"\n"))
+    if problem is not None and problem.severity == "error":
+        sink.add(problem)
+    value = value if is_sharegpt(value) else {"conversations": []}
+    messages, gaps = sharegpt_messages(value["conversations"], unit.key)
+    completed = value.get("completed") if isinstance(value.get("completed"), bool) else None
+    local = ("timestamp",) if utc_seconds(value.get("timestamp"))[1] else ()
+    form = SessionForm(unit.key, "sharegpt", str(path), messages, completed=completed, local_times=local, gaps=gaps)
+    form.gaps.append(ObservationGap(code="hermes_session_id_unavailable", invocation_id=unit.key))
+    return Tree(forms={unit.key: [form]})
+
+
+def _sum(totals: list[dict[str, int]]) -> dict[str, int]:
+    summed: dict[str, int] = {"sessions": len(totals)} if totals else {}
+    for entry in totals:
+        for key, value in entry.items():
+            summed[key] = summed.get(key, 0) + value
+    return summed
+
+
+def load(unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
+    """Read one unit fully: its sessions' chosen forms, lineage, compactions and calls."""
+    if unit.hints and unit.hints[0][0] == "line":
+        return build_tree(_sharegpt_unit(unit, sink), sink)
+    sessions = [value for key, value in unit.hints if key == "session"]
+    tree, totals = Tree(forms={session: [] for session in sessions}), []
+    for name in unit.paths:
+        if _sidecar_of(Path(name)) is None and _sqlite_kind(Path(name)) == "hermes":
+            _db_forms(Path(name), sessions, tree, totals, sink)
+    _file_forms(unit, tree, totals, sink)
+    observations = build_tree(tree, sink)
+    observations.session_totals = _sum(totals)
+    return observations
+
+
+@dataclass(frozen=True)
+class _Reader:
+    name: str = NAME
+    source: str = SOURCE
+
+    def sniff(self, sniffed: Sniffed) -> Claim | None:
+        return sniff(sniffed)
+
+    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+        return index(files, sink)
+
+    def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
+        return load(unit, sink)
+
+
+READER = register(_Reader())
