@@ -1,8 +1,9 @@
 """Attributing native session units to rollouts (PRODUCT.md §3, §10.2).
 
-In order, the first way that names any rollout decides: the manifest; a folder above the session
-named exactly by a rollout id; exact-id attribution (the session's provider response ids match
-captured ``response_id``s of exactly one rollout); a recorded PinchBench run id. A way that names
+In order, the first way that names any rollout decides: the manifest (a row with ``session_id``
+names only that session); a folder above the session named exactly by a rollout id; exact-id
+attribution (the session's provider response ids, or for a session without them the exact tool-call
+id sets of its calls, match captured calls of exactly one rollout); a recorded PinchBench run id. A way that names
 two or more rollouts is a conflict: the unit is used for none and becomes its own trajectory with
 ``rollout_attribution_ambiguous``. A unit nothing names is *unattributed*: its own trajectory,
 keyed by its root session id with task ``unknown`` and the gap ``rollout_record_unavailable``.
@@ -11,17 +12,18 @@ A rollout id that exists in several runs needs the manifest to name the run (dec
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 
 from ng_traj.contract import ObservationGap
 from ng_traj.sources.capture import CaptureFiles
+from ng_traj.sources.capture_record import derived_response, tool_calls_and_reasoning
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import NativeUnit
-from ng_traj.sources.sse import reassemble
 
 RowKey = tuple[str, str]
 """(rollout id, run)."""
@@ -46,19 +48,45 @@ class RowIndex:
     capture_ids: set[str]
 
 
-def response_index(capture: Mapping[tuple[str, str | None], Mapping[str, CaptureFiles]]) -> dict[str, set[str]]:
-    """Captured ``response_id`` -> capture rollout ids, read from every capture file of the build."""
-    index: dict[str, set[str]] = {}
-    for (rollout, _), stores in capture.items():
-        for files in stores.values():
-            if files.capture is None:
-                continue
-            for response_id in _response_ids(Path(files.capture)):
-                index.setdefault(response_id, set()).add(rollout)
-    return index
+class CaptureIds:
+    """Model-call identifiers of every captured call of the build, to the capture rollout ids holding them.
+
+    Read from every capture file on first use only (exact-id attribution is the third way), keyed by
+    ``response_id`` and by the call's exact set of tool-call ids (decision 5's fallback key).
+    """
+
+    def __init__(self, capture: Mapping[tuple[str, str | None], Mapping[str, CaptureFiles]]) -> None:
+        self._capture = capture
+        self._built = False
+        self.by_response: dict[str, set[str]] = {}
+        self.by_tools: dict[frozenset[str], set[str]] = {}
+
+    def _build(self) -> None:
+        self._built = True
+        for (rollout, _), stores in self._capture.items():
+            for files in stores.values():
+                for response in _responses(files.capture) if files.capture else ():
+                    if isinstance(response.get("id"), str):
+                        self.by_response.setdefault(response["id"], set()).add(rollout)
+                    calls, _ = tool_calls_and_reasoning(response)
+                    key = frozenset(str(call["call_id"]) for call in calls if call.get("call_id"))
+                    if key:
+                        self.by_tools.setdefault(key, set()).add(rollout)
+
+    @property
+    def empty(self) -> bool:
+        """True when the build has no capture store at all."""
+        return not self._capture
+
+    def rollouts(self, response_ids: Iterable[str], tool_sets: Iterable[frozenset[str]]) -> set[str]:
+        """Capture rollout ids holding any of these response ids or exact tool-call id sets."""
+        if not self._built:
+            self._build()
+        found = {rollout for rid in response_ids for rollout in self.by_response.get(rid, ())}
+        return found | {rollout for key in tool_sets for rollout in self.by_tools.get(key, ())}
 
 
-def _response_ids(path: Path) -> Iterable[str]:
+def _responses(path: str) -> Iterator[dict[str, Any]]:
     try:
         with open(path, "rb") as handle:
             for raw in handle:
@@ -66,13 +94,10 @@ def _response_ids(path: Path) -> Iterable[str]:
                     line = orjson.loads(raw)
                 except orjson.JSONDecodeError:
                     continue
-                if not isinstance(line, dict):
-                    continue
-                response = line.get("response")
-                if response is None and isinstance(line.get("response_raw"), str):
-                    response = reassemble(line["response_raw"], line.get("dialect"))
-                if isinstance(response, dict) and isinstance(response.get("id"), str):
-                    yield response["id"]
+                if isinstance(line, dict):
+                    response = derived_response(line)
+                    if response:
+                        yield response
     except OSError:
         return
 
@@ -81,6 +106,8 @@ def _manifest_targets(unit: NativeUnit, manifest: list[ManifestEntry]) -> set[tu
     paths = [Path(path).resolve() for path in unit.paths]
     targets = set()
     for entry in manifest:
+        if entry.session_id is not None and entry.session_id != unit.key:
+            continue
         root = entry.path.resolve()
         if any(path == root or root in path.parents for path in paths):
             targets.add((entry.rollout_id, entry.run))
@@ -91,14 +118,19 @@ def attribute(
     unit: NativeUnit,
     rows: RowIndex,
     manifest: list[ManifestEntry],
-    responses: Callable[[], dict[str, set[str]]],
+    captured: CaptureIds,
+    tool_sets: Callable[[NativeUnit], Iterable[frozenset[str]]],
 ) -> Attribution:
-    """Decide where ``unit`` belongs (module docstring gives the order)."""
+    """Decide where ``unit`` belongs (module docstring gives the order).
+
+    ``tool_sets`` gives the exact tool-call id sets of a unit's model calls; it is asked only for a
+    unit without response ids that nothing before exact-id attribution placed.
+    """
     candidates: list[tuple[str, set[tuple[str, str | None]]]] = [("manifest", _manifest_targets(unit, manifest))]
-    for method in ("folder", "response_id", "run_id"):
+    for method in ("folder", "model_call_id", "run_id"):
         if candidates[-1][1]:
             break
-        candidates.append((method, _targets(method, unit, rows, responses)))
+        candidates.append((method, _targets(method, unit, rows, captured, tool_sets)))
     method, targets = candidates[-1]
     if not targets:
         return Attribution(gap=ObservationGap(code="rollout_record_unavailable", detail=f"session:{unit.key}"))
@@ -120,13 +152,17 @@ def attribute(
 
 
 def _targets(
-    method: str, unit: NativeUnit, rows: RowIndex, responses: Callable[[], dict[str, set[str]]]
+    method: str,
+    unit: NativeUnit,
+    rows: RowIndex,
+    captured: CaptureIds,
+    tool_sets: Callable[[NativeUnit], Iterable[frozenset[str]]],
 ) -> set[tuple[str, str | None]]:
     if method == "folder":
         return {(name, None) for name in unit.folders if name in rows.runs_by_id}
-    if method == "response_id":
-        if not unit.response_ids:
+    if method == "model_call_id":
+        if captured.empty:
             return set()
-        index = responses()
-        return {(rollout, None) for rid in unit.response_ids for rollout in index.get(rid, ())}
+        sets = () if unit.response_ids else tool_sets(unit)
+        return {(rollout, None) for rollout in captured.rollouts(unit.response_ids, sets)}
     return {key for run_id in unit.run_ids for key in rows.rows_by_run_id.get(run_id, ())}  # type: ignore[misc]

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+from pydantic import ValidationError
 
 from ng_traj.assemble.join import dedupe_gaps, join_bundles
 from ng_traj.assemble.native import resolve_native
@@ -93,7 +94,7 @@ class BuildTally:
 
 def _origin(slot: Slot) -> str:
     if slot.path is None:
-        return "capture_without_row"
+        return "capture_without_row" if slot.capture else "session_without_row"
     return "rollout_row" if slot.identity.derived else "rollout_row_without_identity"
 
 
@@ -170,9 +171,25 @@ def _bundles(
         result.values.append(value)
     for native, bundle in zip(natives, to_join, strict=True):
         result.values.append(bundle.model_copy(update={"gaps": dedupe_gaps([*bundle.gaps, *native.gaps])}))
-    joined = [v for v in result.values if isinstance(v, AgentObservationBundle)]
-    result.joined = joined[0] if joined and (capture.recomputed or natives) else None
+    if capture.recomputed or natives:
+        result.joined = attach_bundle([v for v in result.values if isinstance(v, AgentObservationBundle)])
     return result
+
+
+def attach_bundle(bundles: list[AgentObservationBundle]) -> AgentObservationBundle | None:
+    """The one ``ng_agent_observations`` ``--attach`` writes: the first bundle's producer, with the
+    records and gaps of every bundle of that producer (several sessions of one rollout), so that no
+    compaction is lost (PRODUCT.md §10.18)."""
+    if not bundles:
+        return None
+    source = bundles[0].source
+    same = [bundle for bundle in bundles if bundle.source == source]
+    records = [record for bundle in same for record in bundle.records]
+    gaps = dedupe_gaps([gap for bundle in same for gap in bundle.gaps])
+    try:
+        return AgentObservationBundle(source=source, records=records, gaps=gaps)
+    except ValidationError:
+        return bundles[0]
 
 
 def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Built:

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ng_traj.assemble.attribution import Attribution, RowIndex, RowKey, attribute, response_index
+from ng_traj.assemble.attribution import Attribution, CaptureIds, RowIndex, RowKey, attribute
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
@@ -170,17 +170,11 @@ def _attribute_units(
     inputs: Inputs, index: RowIndex, manifest: list[ManifestEntry], stats: PlanStats, sink: DiagnosticSink
 ) -> dict[tuple[str, ...], list]:
     """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``."""
-    cache: dict[str, dict[str, set[str]]] = {}
-
-    def responses() -> dict[str, set[str]]:
-        if "index" not in cache:
-            cache["index"] = response_index(inputs.capture)
-        return cache["index"]
-
+    captured = CaptureIds(inputs.capture)
     targets: dict[tuple[str, ...], list] = {}
     for name in sorted(inputs.native):
         for unit in READERS[name].index(sorted(inputs.native[name]), sink):
-            where = attribute(unit, index, manifest, responses)
+            where = attribute(unit, index, manifest, captured, _tool_sets)
             if where.row is not None:
                 targets.setdefault(("row", *where.row), []).append(unit)
             elif where.capture_id is not None:
@@ -188,6 +182,12 @@ def _attribute_units(
             else:
                 targets.setdefault(("own",), []).append(_own_slot(inputs, unit, where, stats, sink))
     return targets
+
+
+def _tool_sets(unit: NativeUnit) -> list[frozenset[str]]:
+    """The exact tool-call id sets of a unit's model calls (loads the unit; diagnostics come at build)."""
+    calls = READERS[unit.reader].load(unit, DiagnosticSink()).calls
+    return [call.tool_call_ids for call in calls if call.tool_call_ids]
 
 
 def _own_slot(inputs: Inputs, unit: NativeUnit, where: Attribution, stats: PlanStats, sink: DiagnosticSink) -> Slot:

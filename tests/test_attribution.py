@@ -1,0 +1,95 @@
+"""Attribution of native sessions to rollouts (PRODUCT.md §3): the ways, their order, conflicts."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import orjson
+
+from conftest import FIXTURES, run_cli
+
+E2E = FIXTURES / "native_e2e"
+
+
+def _write(path: Path, rows: list[dict]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def _build(tmp_path: Path, *args) -> tuple[list[dict], dict]:
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", *args, "-o", out, "--json", "-q")
+    assert result.exit_code == 0, result.stderr
+    return [orjson.loads(line) for line in out.read_bytes().splitlines()], orjson.loads(result.stdout)
+
+
+def _session(sid: str, tool_ids: list[str], response_id: str | None = None) -> list[dict]:
+    message = {
+        "role": "assistant",
+        "content": [{"type": "toolCall", "id": t, "name": "exec", "arguments": {}} for t in tool_ids],
+        "stopReason": "toolUse",
+        "usage": {"input": 1, "output": 1},
+    }
+    if response_id:
+        message["responseId"] = response_id
+    return [
+        {"type": "session", "version": 3, "id": sid, "timestamp": "2026-04-13T03:00:00Z", "cwd": "/w"},
+        {"type": "message", "id": "a", "parentId": None, "timestamp": "2026-04-13T03:00:01Z", "message": message},
+    ]
+
+
+def test_tool_call_id_set_attributes_a_session_without_response_ids(tmp_path):
+    root = tmp_path / "run"
+    shutil.copytree(E2E, root)
+    shutil.rmtree(root / "sessions")
+    _write(root / "sessions" / "anon.jsonl", _session("anon", ["toolu_pi"]))
+    records, summary = _build(tmp_path, root)
+    pi = next(r for r in records if r["rollout_id"] == "0-1")
+    assert [inv["invocation_id"] for inv in pi["invocations"]] == ["anon"]
+    assert pi["invocations"][0]["model_calls"][0]["model_call_id"] == "{:032x}".format(4)
+    assert summary["unattributed_sessions"] == []
+
+
+def test_session_claimed_by_two_rollouts_is_used_for_neither(tmp_path):
+    root = tmp_path / "run"
+    shutil.copytree(E2E, root)
+    shutil.rmtree(root / "sessions")
+    _write(root / "sessions" / "both.jsonl", _session("both", [], "chatcmpl-e2e-1") + [
+        {"type": "message", "id": "b", "parentId": "a", "timestamp": "2026-04-13T03:00:02Z",
+         "message": {"role": "assistant", "content": [{"type": "text", "text": "x"}], "stopReason": "stop", "responseId": "chatcmpl-pi-2"}},
+    ])
+    records, summary = _build(tmp_path, root)
+    own = next(r for r in records if r["rollout_id"] == "both")
+    assert own["task_id"] == "unknown"
+    assert {"code": "rollout_attribution_ambiguous", "invocation_id": None, "detail": "rollouts=0-0,0-1"} in own["gaps"]
+    assert summary["by_origin"] == {"rollout_row": 2, "session_without_row": 1}
+
+
+def test_manifest_session_id_names_one_session_of_several(tmp_path):
+    root = tmp_path / "run"
+    root.mkdir()
+    _write(root / "rollouts.jsonl", [{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}}])
+    _write(root / "sessions" / "one.jsonl", _session("one", ["t1"]))
+    _write(root / "sessions" / "two.jsonl", _session("two", ["t2"]))
+    _write(root / "manifest.jsonl", [{"rollout_id": "0-0", "path": "sessions", "session_id": "two"}])
+    records, _ = _build(tmp_path, root / "rollouts.jsonl", root / "sessions", "--manifest", root / "manifest.jsonl")
+    by_id = {r["rollout_id"]: r for r in records}
+    assert [inv["invocation_id"] for inv in by_id["0-0"]["invocations"]] == ["two"]
+    assert "one" in by_id
+
+
+def test_attach_keeps_every_session_of_a_rollout(tmp_path):
+    root = tmp_path / "run"
+    root.mkdir()
+    _write(root / "rollouts.jsonl", [{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}}])
+    _write(root / "0-0" / "first.jsonl", _session("first", ["t1"]))
+    _write(root / "0-0" / "second.jsonl", _session("second", ["t2"]))
+    out = tmp_path / "rows.jsonl"
+    assert run_cli("build", root, "-o", out, "--attach").exit_code == 0
+    (row,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    invocations = [r["invocation_id"] for r in row["ng_agent_observations"]["records"] if r["kind"] == "agent_invocation"]
+    assert invocations == ["first", "second"]
+    assert [inv["invocation_id"] for inv in row["ng_trajectory"]["invocations"]] == ["first", "second"]
