@@ -49,7 +49,7 @@ def test_tool_call_id_set_attributes_a_session_without_response_ids(tmp_path):
     records, summary = _build(tmp_path, root)
     pi = next(r for r in records if r["rollout_id"] == "0-1")
     assert [inv["invocation_id"] for inv in pi["invocations"]] == ["anon"]
-    assert pi["invocations"][0]["model_calls"][0]["model_call_id"] == "{:032x}".format(4)
+    assert pi["invocations"][0]["model_calls"][0]["model_call_id"] == f"{4:032x}"
     assert summary["unattributed_sessions"] == []
 
 
@@ -57,10 +57,24 @@ def test_session_claimed_by_two_rollouts_is_used_for_neither(tmp_path):
     root = tmp_path / "run"
     shutil.copytree(E2E, root)
     shutil.rmtree(root / "sessions")
-    _write(root / "sessions" / "both.jsonl", _session("both", [], "chatcmpl-e2e-1") + [
-        {"type": "message", "id": "b", "parentId": "a", "timestamp": "2026-04-13T03:00:02Z",
-         "message": {"role": "assistant", "content": [{"type": "text", "text": "x"}], "stopReason": "stop", "responseId": "chatcmpl-pi-2"}},
-    ])
+    _write(
+        root / "sessions" / "both.jsonl",
+        [
+            *_session("both", [], "chatcmpl-e2e-1"),
+            {
+                "type": "message",
+                "id": "b",
+                "parentId": "a",
+                "timestamp": "2026-04-13T03:00:02Z",
+                "message": {
+                    "role": "assistant",
+                    "content": [{"type": "text", "text": "x"}],
+                    "stopReason": "stop",
+                    "responseId": "chatcmpl-pi-2",
+                },
+            },
+        ],
+    )
     records, summary = _build(tmp_path, root)
     own = next(r for r in records if r["rollout_id"] == "both")
     assert own["task_id"] == "unknown"
@@ -90,6 +104,8 @@ def test_attach_keeps_every_session_of_a_rollout(tmp_path):
     out = tmp_path / "rows.jsonl"
     assert run_cli("build", root, "-o", out, "--attach").exit_code == 0
     (row,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
-    invocations = [r["invocation_id"] for r in row["ng_agent_observations"]["records"] if r["kind"] == "agent_invocation"]
+    invocations = [
+        r["invocation_id"] for r in row["ng_agent_observations"]["records"] if r["kind"] == "agent_invocation"
+    ]
     assert invocations == ["first", "second"]
     assert [inv["invocation_id"] for inv in row["ng_trajectory"]["invocations"]] == ["first", "second"]
