@@ -63,6 +63,7 @@ BUILD_CODES: dict[str, str] = {
     "session_unattributed": "a native session no manifest, folder, response id or run id ties to a rollout",
     "session_ambiguous": "a native session claimed by several rollouts; used for none",
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
+    "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 

@@ -130,6 +130,10 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "a model call known only from the harness transcript (no captured call matched): its token counts "
         "are the transcript's usage, normalised to the inclusive convention; detail is its response id"
     ),
+    "model_call_from_judge_record": (
+        "a judge call known only from the rollout row's judge record (no captured call matched): metadata and "
+        "token counts derive from the recorded response; detail is <location>:<response_id>"
+    ),
     "rollout_record_line_unreadable": (
         "a line of the rollout's own artifacts was corrupt and skipped; detail is <file>:<line>"
     ),
