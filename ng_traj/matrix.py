@@ -189,11 +189,11 @@ def tool_keys(record: TrajectoryRecord) -> list[tuple[str, str]]:
     return list(dict.fromkeys(keys))
 
 
-def _tool_reason(record: TrajectoryRecord, key: tuple[str, str], lacking: str | None) -> str:
-    by_detail = {gap.detail: gap.code for gap in reversed(record.gaps) if gap.detail}
+def _tool_reason(by_detail: Mapping[str, str], fallback: bool, key: tuple[str, str], lacking: str | None) -> str:
+    """Why one tool call is incomplete: a gap naming its call id, the fallback, or the missing part."""
     if key[1] in by_detail:
         return f"gap:{by_detail[key[1]]}"
-    if key[0] == FALLBACK_INVOCATION and _gap(record, FALLBACK_GAP):
+    if fallback and key[0] == FALLBACK_INVOCATION:
         return f"gap:{FALLBACK_GAP}"
     return f"missing:tool_calls[].{lacking}" if lacking else "missing:tool_calls"
 
@@ -212,6 +212,8 @@ def _tool_verdict(record: TrajectoryRecord, names: tuple[str, ...]) -> tuple[Ver
     if not keys:
         return NA, []
     tools = {(tool.invocation_id, tool.tool_call_id): tool for tool in record.tool_calls}
+    by_detail = {gap.detail: gap.code for gap in reversed(record.gaps) if gap.detail}
+    fallback = _gap(record, FALLBACK_GAP) is not None
     reasons, complete = [], []
     for key in keys:
         tool = tools.get(key)
@@ -219,7 +221,7 @@ def _tool_verdict(record: TrajectoryRecord, names: tuple[str, ...]) -> tuple[Ver
         if tool is not None and lacking is None:
             complete.append(key)
         else:
-            reasons.append(_tool_reason(record, key, lacking))
+            reasons.append(_tool_reason(by_detail, fallback, key, lacking))
     if not reasons:
         return V, complete
     return Verdict("O" if complete else "X", _most_common(reasons)), complete
@@ -345,5 +347,7 @@ def tabulate(
     groups: dict[str, Group] = {}
     for record, context in items:
         name = group_name(context, by)
-        groups.setdefault(name, Group(name)).add(evaluate(record, context, concurrent))
+        if name not in groups:
+            groups[name] = Group(name)
+        groups[name].add(evaluate(record, context, concurrent))
     return sorted(groups.values(), key=lambda group: group.name)
