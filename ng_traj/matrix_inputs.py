@@ -7,8 +7,9 @@ Every named file (folders are walked in sorted order) is sniffed by its first re
   ``ng-traj build --attach`` output): a file of trajectory rows, whose ``agent_ref``,
   ``ng_agent_observations.source`` and ``response.usage`` give each record its context;
 * anything else (rollout rows without trajectories, capture stores, session files): a raw input.
-  All raw inputs are built together first, exactly as ``ng-traj build --attach`` would (payloads
-  kept), into a temporary file that is then read as trajectory rows.
+  All raw inputs (and, when there are any, the trajectory rows too) are built together first,
+  exactly as ``ng-traj build --attach`` would (payloads kept), into a temporary file that is then
+  read as trajectory rows.
 
 Lines are classified one by one as ``ng-traj validate`` does (a line is a row when it carries
 ``ng_trajectory`` or rollout keys without ``schema_version``). Unreadable lines, invalid trajectories
@@ -57,33 +58,40 @@ class MatrixInputs:
     raw: list[Path] = field(default_factory=list)
 
 
-def _holds_records(first: Any) -> bool:
+def _kind(file: Path) -> str:
+    """``trajectories``, ``rows`` (rollout rows carrying ``ng_trajectory``) or ``raw``, by the first record."""
+    first = first_record(file) if ".jsonl" in file.name else None
     if not isinstance(first, dict):
-        return False
-    return first.keys() >= TRAJECTORY_KEYS or (is_rollout_row(first) and isinstance(first.get("ng_trajectory"), dict))
+        return "raw"
+    if first.keys() >= TRAJECTORY_KEYS:
+        return "trajectories"
+    return "rows" if is_rollout_row(first) and isinstance(first.get("ng_trajectory"), dict) else "raw"
 
 
 def classify(paths: list[Path]) -> MatrixInputs:
     """Sort the files under ``paths`` into record files and raw inputs.
 
-    A named folder holding raw inputs only is passed to the build whole, so that the build reports
-    its files as it would for ``ng-traj build FOLDER``; otherwise its raw files are passed one by one.
+    Trajectory files are always read. Rows carrying ``ng_trajectory`` are read as they are, unless
+    raw inputs are given too: then they go to the build with them, so that a capture store of the
+    same run attaches to its rows (re-projecting a collector row is idempotent) instead of giving
+    capture-only trajectories. A named folder all of whose files are built is passed to the build
+    whole, so that the build reports its files as for ``ng-traj build FOLDER``.
 
     Raises:
         RunError: A named path does not exist.
     """
-    inputs = MatrixInputs()
     for named in paths:
         if not named.exists():
             raise RunError(f"{named}: no such file or directory")
-        records, raw = [], []
-        for file in walk(named):
-            sniffed = first_record(file) if ".jsonl" in file.name else None
-            (records if _holds_records(sniffed) else raw).append(file)
-        inputs.records.extend(records)
-        if records:
-            inputs.raw.extend(raw)
-        elif raw:
+    kinds = {named: [(file, _kind(file)) for file in walk(named)] for named in paths}
+    built = ("raw", "rows") if any(k == "raw" for files in kinds.values() for _, k in files) else ("raw",)
+    inputs = MatrixInputs()
+    for named, files in kinds.items():
+        read = [file for file, kind in files if kind not in built]
+        inputs.records.extend(read)
+        if read:
+            inputs.raw.extend(file for file, kind in files if kind in built)
+        elif files:
             inputs.raw.append(named)
     return inputs
 

@@ -7,6 +7,7 @@ each row holds was read from the files), before the command was run.
 from __future__ import annotations
 
 import os
+import shutil
 
 import orjson
 import pytest
@@ -152,6 +153,18 @@ def test_raw_inputs_are_built_first():
         "C6": ("n/a", V, 0),
         "C7": ("X 0/5", "gap:conversation_from_rollout_record", 5),
     }
+
+
+def test_rows_with_a_capture_store_of_their_run_are_built_together(tmp_path):
+    run = tmp_path / "run"
+    run.mkdir()
+    stores = FIXTURES / "judge" / "stores" / "input"
+    assert run_cli("build", stores, "-o", run / "rollouts.jsonl", "--attach").exit_code == 0
+    alone = _matrix(run / "rollouts.jsonl")
+    shutil.copytree(stores / "capture", run / "capture")
+    together = _matrix(run)  # the capture files attach to their rows: no capture-only records
+    assert alone["records"] == together["records"] == 5
+    assert _cells(alone) == _cells(together) == _cells(_matrix(stores))
 
 
 def test_mixed_inputs_and_skipped_lines(tmp_path):
