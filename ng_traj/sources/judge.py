@@ -66,7 +66,9 @@ def is_response(value: Any) -> bool:
     return isinstance(value, Mapping) and (value.get("object") == "response" or isinstance(value.get("output"), list))
 
 
-def _record(location: str, request: Any, response: Mapping[str, Any], extra: Mapping[str, Any], index: int):
+def _record(
+    location: str, request: Any, response: Mapping[str, Any], extra: Mapping[str, Any], index: int
+) -> JudgeCall:
     exchange = {"dialect": "responses", "request": request, "response": dict(response), **extra}
     return JudgeCall(location, derive_record(exchange, call_index=index))
 
