@@ -70,6 +70,7 @@ BUILD_CODES: dict[str, str] = {
     "hermes_session_forms_differ": "a session's forms (state.db, snapshot, gateway transcript) hold different messages; the chosen one is named",
     "hermes_store_unused": "a gateway sessions.json naming no session among the inputs",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
+    "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 

@@ -15,9 +15,10 @@ import orjson
 from pydantic import ValidationError
 
 from ng_traj.assemble.join import dedupe_gaps, join_bundles
+from ng_traj.assemble.judge import JudgeMerge, judge_calls_of_row
 from ng_traj.assemble.native import resolve_native
 from ng_traj.assemble.plan import Slot
-from ng_traj.assemble.project import ProjectionInputs
+from ng_traj.assemble.project import ProjectionInputs, project_call
 from ng_traj.assemble.rollout import (
     CaptureState,
     build_trajectory,
@@ -32,6 +33,7 @@ from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryR
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.redact import Redactor
+from ng_traj.roles import RoleTally
 from ng_traj.sources.capture import collect_capture
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import load_row
@@ -47,12 +49,14 @@ class BuildOptions:
         payloads: Keep request/response payloads (``--no-payloads`` clears it).
         attach: Write rollout rows with the trajectory attached (``--attach``).
         redactor: Mask secrets in the output copy (``--redact``).
+        roles: ``--role`` map, ``{model server name: role}`` (``roles.py``).
     """
 
     capture_enabled: bool = False
     payloads: bool = True
     attach: bool = False
     redactor: Redactor | None = None
+    roles: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -78,6 +82,7 @@ class BuildTally:
     projection_failures: int = 0
     by_named: Counter[str] = field(default_factory=Counter)
     session_totals: Counter[str] = field(default_factory=Counter)
+    by_role: RoleTally = field(default_factory=RoleTally)
 
     def add(self, slot: Slot, built: Built) -> None:
         record = built.record
@@ -90,6 +95,7 @@ class BuildTally:
         self.projection_failures += built.failed is not None
         self.by_named.update(slot.named)
         self.session_totals.update(built.session_totals)
+        self.by_role.add(record.model_calls)
 
 
 def _origin(slot: Slot) -> str:
@@ -192,22 +198,38 @@ def attach_bundle(bundles: list[AgentObservationBundle]) -> AgentObservationBund
         return bundles[0]
 
 
+def _judge(
+    slot: Slot, row: dict[str, Any] | None, capture: CaptureState, options: BuildOptions, sink: DiagnosticSink
+) -> JudgeMerge:
+    """The row's judge calls merged with the captured calls (``assemble/judge.py``); skips reported."""
+    if row is None:
+        return JudgeMerge(capture_calls=list(capture.calls))
+    merged, skipped = judge_calls_of_row(row, capture.calls, options.roles)
+    for item in skipped:
+        message = f"rollout {slot.identity.rollout_id}: {item.location}: {item.reason}; not read as a model call"
+        severity = "warning" if item.malformed else "info"
+        sink.add(Diagnostic(severity, "judge_record_skipped", message, path=slot.path, line=slot.line or None))
+    return merged
+
+
 def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Built:
     """Assemble one slot into its trajectory and output line (see ``assemble/rollout.py``)."""
     row = load_row(slot.path, slot.line, slot.offset, slot.size) if slot.path is not None else None
     capture = _capture(slot, row, options, sink)
     bundles = _bundles(slot, row, capture, options, sink)
+    judge = _judge(slot, row, capture, options, sink)
     keep_payloads = options.payloads and not (row is not None and has_redaction_gap(row))
+    keep = (lambda calls: calls) if keep_payloads else without_payloads
     inputs = ProjectionInputs(
         task_id=slot.identity.task_id,
         rollout_id=slot.identity.rollout_id,
         producer_trajectory=row.get("ng_trajectory") if row is not None else None,
         bundles=bundles.values,
-        capture_calls=capture.calls if keep_payloads else without_payloads(capture.calls),
+        capture_calls=keep(judge.capture_calls),
         capture_gaps=capture.gaps,
-        transcript_calls=bundles.transcript_calls,
+        extra_calls=[*bundles.transcript_calls, *(project_call(call) for call in keep(judge.own_calls))],
         fallback=fallback_invocation(row) if row is not None else None,
-        build_gaps=[*_identity_gap(slot), *slot.build_gaps],
+        build_gaps=[*_identity_gap(slot), *slot.build_gaps, *judge.gaps],
     )
     record, failed = build_trajectory(inputs)
     if failed is not None:
@@ -288,7 +310,7 @@ def run_slots(
     on_slot: Callable[[Slot], None] | None = None,
 ) -> BuildTally:
     """Assemble every slot in order, writing each line as soon as it is built."""
-    tally = BuildTally()
+    tally = BuildTally(by_role=RoleTally(options.roles))
     for slot in slots:
         built = assemble_slot(slot, options, sink)
         write(built.line)

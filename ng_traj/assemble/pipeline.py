@@ -47,6 +47,7 @@ class BuildSummary:
             "invocations": tally.invocations,
             "model_calls": tally.model_calls,
             "tool_calls": tally.tool_calls,
+            "roles": tally.by_role.to_json(),
             "projection_failures": tally.projection_failures,
             "gaps_by_code": dict(sorted(tally.gaps_by_code.items())),
             "native_session_totals": dict(sorted(tally.session_totals.items())),

@@ -76,7 +76,8 @@ class ProjectionInputs:
         bundles: Observation bundle values in precedence order (row bundle, then native bundles).
         capture_calls: Captured calls as ``ModelCallRecord``-shaped mappings, in capture order.
         capture_gaps: The capture attachment's gap values.
-        transcript_calls: Model calls known only from native transcripts, appended after capture calls.
+        extra_calls: Model calls no capture holds (native transcript usage, row judge records), appended
+            after the captured calls; each carries its own gap.
         fallback: Used only when no invocation would have a conversation.
         build_gaps: ng-traj gaps about the rollout's artifacts (identity, attribution).
     """
@@ -87,7 +88,7 @@ class ProjectionInputs:
     bundles: Sequence[Any] = ()
     capture_calls: Sequence[Mapping[str, Any]] = ()
     capture_gaps: Sequence[Any] = ()
-    transcript_calls: Sequence[TrajectoryModelCall] = ()
+    extra_calls: Sequence[TrajectoryModelCall] = ()
     fallback: Fallback | None = None
     build_gaps: Sequence[ObservationGap] = ()
 
@@ -244,7 +245,7 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
         _observations(state, bundle)
     state.turns.sort(key=lambda turn: (turn.timestamp, turn.invocation_id, turn.turn_no))
     _capture(state, inputs.capture_calls, inputs.capture_gaps)
-    state.model_calls.extend(inputs.transcript_calls)
+    state.model_calls.extend(inputs.extra_calls)
     state.gaps.extend(inputs.build_gaps)
     if inputs.fallback is not None and not any(invocation.conversation for invocation in state.invocations):
         state.invocations.append(inputs.fallback.invocation)

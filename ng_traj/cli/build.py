@@ -12,6 +12,10 @@ from ng_traj.cli.common import DEBUG_HELP, JSON_HELP, guarded
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 KINDS_HELP = "Force the kind of every named input: rollouts or capture."
+ROLE_HELP = (
+    "NAME=ROLE: the role of model server NAME (its model_ref.name), e.g. judge_model=judge, "
+    "policy_model=policy, user_model=user_simulator (repeatable)."
+)
 
 
 def command(
@@ -31,6 +35,7 @@ def command(
         Path | None,
         typer.Option(help="JSONL or CSV mapping rollout_id to artifact paths (and run).", show_default=False),
     ] = None,
+    role: Annotated[list[str] | None, typer.Option("--role", help=ROLE_HELP, show_default=False)] = None,
     attach: Annotated[
         bool, typer.Option("--attach", help="Write the rollout rows with ng_trajectory attached.")
     ] = False,
@@ -65,6 +70,7 @@ def command(
         output_format=output_format,
         force_kind=force_kind,
         manifest=manifest,
+        roles=tuple(role or ()),
         attach=attach,
         payloads=not no_payloads,
         redact=redact or bool(redact_key),

@@ -16,6 +16,7 @@ from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_co
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.redact import Redactor
+from ng_traj.roles import parse_roles
 from ng_traj.sources.detect import KINDS
 from ng_traj.sources.manifest import read_manifest
 from ng_traj.sources.native import READERS
@@ -30,6 +31,7 @@ class BuildRequest:
     output_format: str
     force_kind: str | None
     manifest: Path | None
+    roles: tuple[str, ...]
     attach: bool
     payloads: bool
     redact: bool
@@ -67,6 +69,10 @@ def _printer(request: BuildRequest, console) -> object:
 def run(request: BuildRequest) -> int:
     """Run a build; returns the exit code (PRODUCT.md §10.15)."""
     output = _check(request)
+    try:
+        roles = parse_roles(request.roles)
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
     console = stderr_console()
     sink = DiagnosticSink(_printer(request, console))  # type: ignore[arg-type]
     manifest = read_manifest(request.manifest, sink) if request.manifest else []
@@ -78,6 +84,7 @@ def run(request: BuildRequest) -> int:
         payloads=request.payloads,
         attach=request.attach,
         redactor=Redactor(request.redact_keys) if request.redact else None,
+        roles=roles,
     )
     show_progress = console.is_terminal and not request.json_output
     columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
@@ -117,6 +124,14 @@ def _one_line(data: dict) -> str:
     )
 
 
+def _roles(roles: dict) -> str:
+    parts = []
+    for role, totals in roles.items():
+        tokens = totals["total_tokens"]
+        parts.append(f"{role} {totals['calls']} calls, {'?' if tokens is None else tokens} tokens")
+    return "; ".join(parts) or "-"
+
+
 def _table(data: dict) -> Table:
     table = Table(title=f"ng-traj build -> {data['output']}", show_header=False, box=None)
     table.add_column(style="bold")
@@ -127,6 +142,7 @@ def _table(data: dict) -> Table:
         ("inputs by kind", ", ".join(f"{k} {v}" for k, v in data["inputs_by_kind"].items()) or "-"),
         ("rows", f"{data['rollout_rows']} rollout, {data['task_input_rows']} task input"),
         ("calls", f"{data['model_calls']} model, {data['tool_calls']} tool; {data['invocations']} invocations"),
+        ("roles", _roles(data["roles"])),
         ("lines skipped", str(data["lines_skipped"])),
         ("orphan captures", str(len(data["orphan_captures"]))),
         ("gaps", ", ".join(f"{k} {v}" for k, v in data["gaps_by_code"].items()) or "-"),

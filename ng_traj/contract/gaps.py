@@ -159,6 +159,10 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "a ShareGPT tool call took its id from the tool response at the same position in the next tool turn "
         "(the format's only pairing); detail is the tool call id"
     ),
+    "model_call_from_judge_record": (
+        "a judge call known only from the rollout row's judge record (no captured call matched): metadata and "
+        "token counts derive from the recorded response; detail is <location>:<response_id>"
+    ),
 }
 
 KNOWN_GAPS: frozenset[str] = frozenset(UPSTREAM_GAPS) | frozenset(NG_TRAJ_GAPS)

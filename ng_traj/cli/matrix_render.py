@@ -1,0 +1,121 @@
+"""Rendering the matrix report (``matrix_report.report``) as a table, Markdown, JSON or CSV."""
+
+from __future__ import annotations
+
+import csv
+import io
+from typing import Any
+
+import orjson
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+STYLES = {"V": "green", "O": "yellow", "X": "red", "NA": "dim"}
+DIFFERS = "≠"
+
+
+def cell_text(cell: dict[str, Any]) -> str:
+    """``V 5/5``, ``O 37/50``, ``X 0/5`` (records that are V / records the criterion applies to), or ``n/a``."""
+    if cell["value"] == "NA":
+        return "n/a"
+    return f"{cell['value']} {cell['V']}/{cell['applicable']}"
+
+
+def documented_text(cell: dict[str, Any]) -> str:
+    """The documented value, marked when it disagrees with the computed one."""
+    if cell["reference"] is None:
+        return ""
+    return f"{cell['reference']} {DIFFERS}" if cell["agrees"] is False else cell["reference"]
+
+
+def _title(data: dict[str, Any]) -> str:
+    title = f"C1–C7 by {data['by']} over {data['records']} record(s)"
+    about = data["reference"]
+    if about is not None:
+        title += (
+            f"; documented matrix: {about['source']} at {about['commit'][:9]} (last changed {about['last_changed']})"
+        )
+    return title
+
+
+def reasons(data: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
+    """``(group, criterion, cell, main reason, share)`` for every O or X cell; share is ``k of n records``."""
+    lines = []
+    for group in data["groups"]:
+        for criterion, cell in group["cells"].items():
+            if cell["value"] in ("O", "X"):
+                share = f"{cell['reason_records']} of {cell['applicable']} records"
+                lines.append((group["group"], criterion, cell_text(cell), cell["reason"], share))
+    return lines
+
+
+def _documented_label(group: dict[str, Any]) -> str:
+    return f"  documented: {group['reference_row'] or 'no row'}"
+
+
+def table(data: dict[str, Any], console: Console) -> None:
+    """A rich table (colours on a terminal), then the reasons."""
+    grid = Table(title=_title(data), title_justify="left")
+    for header in (data["by"], "records", *data["criteria"]):
+        grid.add_column(header, justify="right" if header == "records" else "left", no_wrap=True)
+    for group in data["groups"]:
+        cells = [Text(cell_text(c), style=STYLES[c["value"]]) for c in group["cells"].values()]
+        grid.add_row(group["group"], str(group["records"]), *cells)
+        if data["reference"] is not None:
+            marks = [
+                Text(documented_text(c), style="bold" if c["agrees"] is False else "dim")
+                for c in group["cells"].values()
+            ]
+            grid.add_row(Text(_documented_label(group), style="dim"), "", *marks)
+    console.print(grid)
+    lines = reasons(data)
+    if lines:
+        console.print("Main reason of each cell that is not V:")
+        for name, criterion, cell, why, share in lines:
+            console.print(f"  {name} {criterion} {cell}: {why} ({share})", highlight=False, markup=False)
+
+
+def markdown(data: dict[str, Any]) -> str:
+    """A Markdown table, then the reasons as a list."""
+    header = [data["by"], "records", *data["criteria"]]
+    out = [f"**{_title(data)}**", "", "| " + " | ".join(header) + " |", "|---|---:|" + "---|" * len(data["criteria"])]
+    for group in data["groups"]:
+        cells = [cell_text(c) for c in group["cells"].values()]
+        out.append(f"| `{group['group']}` | {group['records']} | " + " | ".join(cells) + " |")
+        if data["reference"] is not None:
+            marks = [documented_text(c) for c in group["cells"].values()]
+            out.append(f"| ↳ documented: `{group['reference_row'] or 'no row'}` |  | " + " | ".join(marks) + " |")
+    lines = reasons(data)
+    if lines:
+        out += ["", "Main reason of each cell that is not V:", ""]
+        out += [f"- `{name}` {criterion} {cell}: `{why}` ({share})" for name, criterion, cell, why, share in lines]
+    return "\n".join(out) + "\n"
+
+
+CSV_COLUMNS = ("group", "records", "criterion", "value", "V", "O", "X", "NA", "applicable", "reason", "reason_records")
+REFERENCE_COLUMNS = ("reference_row", "reference", "agrees")
+
+
+def _csv_value(value: Any) -> Any:
+    if value is None:
+        return ""
+    return str(value).lower() if isinstance(value, bool) else value
+
+
+def csv_text(data: dict[str, Any]) -> str:
+    """One line per group and criterion (long format), with the reference columns when asked for."""
+    buffer = io.StringIO()
+    columns = CSV_COLUMNS + (REFERENCE_COLUMNS if data["reference"] is not None else ())
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(columns)
+    for group in data["groups"]:
+        for criterion, cell in group["cells"].items():
+            row = {**cell, "criterion": criterion, **{k: group[k] for k in ("group", "records", "reference_row")}}
+            writer.writerow([_csv_value(row[column]) for column in columns])
+    return buffer.getvalue()
+
+
+def json_bytes(data: dict[str, Any]) -> bytes:
+    """The report as indented JSON."""
+    return orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n"
