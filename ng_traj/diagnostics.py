@@ -60,6 +60,7 @@ BUILD_CODES: dict[str, str] = {
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
     "projection_failed": "the projection raised; a minimal trajectory with the gap was written",
     "manifest_row_invalid": "a manifest row without rollout_id and path",
+    "rollout_id_repeated": "two rows of one run share a rollout id; capture and sessions attach to neither",
     "session_unattributed": "a native session no manifest, folder, response id or run id ties to a rollout",
     "session_ambiguous": "a native session claimed by several rollouts; used for none",
     "session_path_refused": "a symlinked session file, or one outside its agents folder, was not read",

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import threading
 from pathlib import Path
 
 import orjson
@@ -70,7 +72,15 @@ def test_task_input_file_alone_exits_1(tmp_path):
     result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 1
     assert "nothing usable was built from this input" in result.stderr
-    assert _records(tmp_path / "out.jsonl") == []
+    assert not (tmp_path / "out.jsonl").exists()  # nothing built: no output written
+
+
+def test_a_build_that_builds_nothing_leaves_the_previous_output(tmp_path):
+    previous = tmp_path / "keep.jsonl"
+    previous.write_text("earlier output\n")
+    path = _write_jsonl(tmp_path / "inputs.jsonl", [{"responses_create_params": {"input": "x"}}])
+    assert run_cli("build", path, "-o", previous).exit_code == 1
+    assert previous.read_text() == "earlier output\n"
 
 
 def test_usage_errors_exit_2_without_traceback(tmp_path):
@@ -263,3 +273,76 @@ def test_inputs_are_never_modified(tmp_path):
     before = {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()}
     assert run_cli("build", copy, "-o", tmp_path / "out.jsonl", "--attach", "--redact").exit_code == 0
     assert {p: p.read_bytes() for p in copy.rglob("*") if p.is_file()} == before
+
+
+def test_same_file_name_in_two_folders_is_two_runs_and_repeated_ids_attach_nothing(tmp_path):
+    row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}}
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    run_a = _write_jsonl(tmp_path / "a" / "rollouts.jsonl", [row])
+    run_b = _write_jsonl(tmp_path / "b" / "rollouts.jsonl", [row])
+    store = tmp_path / "cap"
+    store.mkdir()
+    _write_jsonl(store / "0-0.capture.jsonl", [{"model_call_id": "9" * 32, "dialect": "chat", "response": {"id": "x"}}])
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", run_a, run_b, store, "-o", out)
+    assert "warning[capture_ambiguous]" in result.stderr
+    records = _records(out)
+    assert [len(r["model_calls"]) for r in records] == [0, 0, 1]
+    twice = _write_jsonl(tmp_path / "twice.jsonl", [row, row])
+    result = run_cli("build", twice, store, "-o", out)
+    assert "warning[rollout_id_repeated]" in result.stderr
+    records = _records(out)
+    assert [len(r["model_calls"]) for r in records] == [0, 0, 1]
+    assert {"code": "rollout_attribution_ambiguous", "invocation_id": None, "detail": "rows=twice.jsonl"} in records[2][
+        "gaps"
+    ]
+
+
+def test_output_inside_an_input_folder_is_not_read_back_and_output_cannot_be_an_input(tmp_path):
+    row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}}
+    folder = tmp_path / "in"
+    folder.mkdir()
+    rollouts = _write_jsonl(folder / "rollouts.jsonl", [row])
+    out = folder / "attached.jsonl"
+    for _ in range(2):
+        assert run_cli("build", folder, "--attach", "-o", out).exit_code == 0
+        assert len(_records(out)) == 1
+    result = run_cli("build", rollouts, "-o", rollouts)
+    assert result.exit_code == 2 and "is one of the inputs" in result.stderr
+    assert _records(rollouts) == [row]
+
+
+def test_special_files_are_written_in_place_and_unwritable_folders_are_a_clear_error(tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    received = []
+    reader = threading.Thread(target=lambda: received.append(fifo.read_bytes()))
+    reader.start()
+    assert run_cli("build", RETAINED, "-o", fifo, "-q").exit_code == 0
+    reader.join(timeout=30)
+    assert received and len(received[0].splitlines()) == 13
+    assert fifo.is_fifo()
+    locked = tmp_path / "ro"
+    locked.mkdir()
+    locked.chmod(0o500)
+    try:
+        result = run_cli("build", RETAINED, "-o", locked / "o.jsonl")
+        if os.geteuid() != 0:
+            assert result.exit_code == 2 and "cannot write output" in result.stderr
+    finally:
+        locked.chmod(0o700)
+
+
+def test_a_corrupt_first_line_or_byte_order_mark_does_not_hide_a_rollouts_file(tmp_path):
+    row = json.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}})
+    folder = tmp_path / "in"
+    folder.mkdir()
+    (folder / "bad_first.jsonl").write_text("{garbage\n" + row + "\n")
+    (folder / "bom.jsonl").write_bytes(
+        b"\xef\xbb\xbf" + row.replace('"_ng_rollout_index": 0', '"_ng_rollout_index": 1').encode() + b"\n"
+    )
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", folder, "-o", out)
+    assert "bad_first.jsonl:1: error[invalid_json]" in result.stderr
+    assert [r["rollout_id"] for r in _records(out)] == ["0-0", "0-1"]

@@ -13,7 +13,7 @@ A rollout id that exists in several runs needs the manifest to name the run (dec
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +46,19 @@ class RowIndex:
     runs_by_id: dict[str, set[str]]
     rows_by_run_id: dict[str, set[RowKey]]
     capture_ids: set[str]
+    repeated: set[RowKey] = field(default_factory=set)
+
+
+def run_labels(runs: Iterable[str]) -> str:
+    """Runs for a gap detail: their file names, or their paths when two share a name (comma-joined, sorted)."""
+    ordered = sorted(runs)
+    names = [Path(run).name for run in ordered]
+    return ",".join(names if len(set(names)) == len(names) else ordered)
+
+
+def runs_named(name: str, runs: Iterable[str]) -> set[str]:
+    """The runs a manifest's ``run`` names: the run itself, its file name, or a path ending with it."""
+    return {run for run in runs if run == name or Path(run).name == name or run.endswith("/" + name)}
 
 
 class CaptureIds:
@@ -140,13 +153,14 @@ def attribute(
         return Attribution(gap=gap, reason=f"{method} names several rollouts ({', '.join(rollouts)})")
     rollout = rollouts[0]
     known = rows.runs_by_id.get(rollout, set())
-    runs = {run for _, run in targets if run} or known
+    named = {run for _, run in targets if run}
+    runs = {match for name in named for match in runs_named(name, known)} if named else known
     if len(runs) == 1 and runs <= known:
         return Attribution(row=(rollout, next(iter(runs))), reason=method)
     if not known and rollout in rows.capture_ids:
         return Attribution(capture_id=rollout, reason=method)
     if len(runs) > 1:
-        gap = ObservationGap(code="rollout_attribution_ambiguous", detail="runs=" + ",".join(sorted(runs)))
+        gap = ObservationGap(code="rollout_attribution_ambiguous", detail="runs=" + run_labels(runs))
         return Attribution(gap=gap, reason=f"rollout {rollout} exists in several runs")
     return Attribution(gap=ObservationGap(code="rollout_record_unavailable", detail=f"session:{unit.key}"))
 

@@ -95,8 +95,9 @@ def discover(
     *,
     force_kind: str | None = None,
     manifest: list[ManifestEntry] = (),  # type: ignore[assignment]
+    exclude: Path | None = None,
 ) -> Inputs:
-    """Classify every file under ``paths`` (and the manifest's paths).
+    """Classify every file under ``paths`` (and the manifest's paths), except ``exclude``.
 
     Raises:
         RunError: A named path does not exist.
@@ -107,9 +108,14 @@ def discover(
     inputs = Inputs()
     attributed = {entry.path.resolve(): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]
-    seen: set[Path] = set()
+    seen: set[Path] = {exclude.resolve()} if exclude is not None else set()
+
+    def unreadable(exc: OSError) -> None:
+        inputs.by_kind["unreadable"] += 1
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(exc.filename)))
+
     for named in [*paths, *(entry.path for entry in manifest)]:
-        for file in walk(named):
+        for file in walk(named, unreadable):
             resolved = file.absolute() if file.is_symlink() else file.resolve()
             if resolved in seen:
                 continue
@@ -129,6 +135,13 @@ def _classify(
     entry: ManifestEntry | None,
     sink: DiagnosticSink,
 ) -> None:
+    try:
+        with open(file, "rb"):
+            pass
+    except OSError as exc:
+        inputs.by_kind["unreadable"] += 1
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(file)))
+        return
     found = claims(file)
     forced = entry.kind if entry is not None and entry.kind in (*KINDS, *READERS) else force_kind
     kinds = [forced] if forced else [claim.kind for claim in found]

@@ -71,13 +71,17 @@ def prepare(
     force_kind: str | None = None,
     manifest: list[ManifestEntry] = (),  # type: ignore[assignment]
     max_line_bytes: int,
+    exclude: Path | None = None,
 ) -> tuple[Inputs, list[Slot], PlanStats]:
     """Discover and plan: the slots to build, in output order.
+
+    Args:
+        exclude: The output file: never read as an input, even inside a named folder.
 
     Raises:
         RunError: A named input does not exist.
     """
-    inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest)
+    inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest, exclude=exclude)
     slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes, manifest=manifest)
     return inputs, slots, stats
 

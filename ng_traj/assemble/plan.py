@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ng_traj.assemble.attribution import Attribution, CaptureIds, RowIndex, RowKey, attribute
+from ng_traj.assemble.attribution import Attribution, CaptureIds, RowIndex, RowKey, attribute, run_labels, runs_named
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
@@ -129,21 +129,18 @@ def plan(
     """Index every rollout row, capture artifact and native session unit; return slots in output order."""
     stats = PlanStats()
     rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes)]
-    index = RowIndex({}, {}, set())
-    for row in rows:
-        index.runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
-        for run_id in row.run_ids:
-            index.rows_by_run_id.setdefault(run_id, set()).add((row.identity.rollout_id, row.file.run))
+    index = _row_index(rows, sink)
     attached: dict[RowKey, list[CaptureFiles]] = {}
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
         files = [stores[store] for store in sorted(stores)]
         known = index.runs_by_id.get(rollout, set())
-        runs = {manifest_run} & known if manifest_run else known
-        if len(runs) == 1:
+        runs = runs_named(manifest_run, known) if manifest_run else known
+        if len(runs) == 1 and (rollout, next(iter(runs))) not in index.repeated:
             attached.setdefault((rollout, next(iter(runs))), []).extend(files)
         else:
-            orphans.setdefault(rollout, ([], sorted(runs)))[0].extend(files)
+            ambiguous = sorted(runs) if len(runs) > 1 else [run for run in runs for _ in range(2)]
+            orphans.setdefault(rollout, ([], ambiguous))[0].extend(files)
     index.capture_ids = set(orphans)
     native = _attribute_units(inputs, index, list(manifest), stats, sink)
     slots = [
@@ -162,6 +159,23 @@ def plan(
     return slots, stats
 
 
+def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:
+    """Runs per rollout id, rows per recorded run id, and the (rollout, run) keys several rows share."""
+    index = RowIndex({}, {}, set())
+    seen: dict[RowKey, _Row] = {}
+    for row in rows:
+        key = (row.identity.rollout_id, row.file.run)
+        if key in seen and row.identity.derived:
+            index.repeated.add(key)
+            message = f"rollout id {key[0]} also on line {seen[key].line}: artifacts attach to neither row"
+            sink.add(Diagnostic("warning", "rollout_id_repeated", message, path=str(row.file.path), line=row.line))
+        seen.setdefault(key, row)
+        index.runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
+        for run_id in row.run_ids:
+            index.rows_by_run_id.setdefault(run_id, set()).add(key)
+    return index
+
+
 def _unit_named(inputs: Inputs, units: Sequence[NativeUnit]) -> set[str]:
     return {inputs.native_named.get(path, path) for unit in units for path in unit.paths}
 
@@ -175,6 +189,9 @@ def _attribute_units(
     for name in sorted(inputs.native):
         for unit in READERS[name].index(sorted(inputs.native[name]), sink):
             where = attribute(unit, index, manifest, captured, _tool_sets)
+            if where.row is not None and where.row in index.repeated:
+                gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
+                where = Attribution(gap=gap, reason=f"rollout {where.row[0]} is on several rows of {where.row[1]}")
             if where.row is not None:
                 targets.setdefault(("row", *where.row), []).append(unit)
             elif where.capture_id is not None:
@@ -223,8 +240,11 @@ def _orphan(
     names = [f.capture or str(Path(f.store) / f"{rollout}{INCOMPLETE_SUFFIX}") for f in files]
     if runs:
         stats.ambiguous_captures.extend(names)
-        gap = ObservationGap(code="rollout_attribution_ambiguous", detail="runs=" + ",".join(runs))
-        message = f"rollout {rollout} exists in several runs ({', '.join(runs)}); capture attached to none"
+        repeated = len(set(runs)) == 1
+        detail = f"rows={Path(runs[0]).name}" if repeated else "runs=" + run_labels(runs)
+        gap = ObservationGap(code="rollout_attribution_ambiguous", detail=detail)
+        where = f"several rows of {runs[0]}" if repeated else f"several runs ({', '.join(runs)})"
+        message = f"rollout {rollout} is on {where}; capture attached to none"
         sink.add(Diagnostic("warning", "capture_ambiguous", message, path=names[0]))
     else:
         stats.orphan_captures.extend(names)

@@ -14,7 +14,7 @@ from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
-from ng_traj.io.atomic import STDOUT, atomic_file
+from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file
 from ng_traj.redact import Redactor
 from ng_traj.roles import parse_roles
 from ng_traj.sources.detect import KINDS
@@ -52,6 +52,9 @@ def _check(request: BuildRequest) -> str:
         if request.stdout_is_terminal:
             raise RunError("name an output file with -o (or -o - for standard output)")
         return STDOUT
+    target = Path(request.output).resolve()
+    if any(path.resolve() == target for path in request.inputs):
+        raise RunError(f"output {request.output} is one of the inputs; name another file")
     return request.output
 
 
@@ -77,7 +80,12 @@ def run(request: BuildRequest) -> int:
     sink = DiagnosticSink(_printer(request, console))  # type: ignore[arg-type]
     manifest = read_manifest(request.manifest, sink) if request.manifest else []
     inputs, slots, stats = prepare(
-        request.inputs, sink, force_kind=request.force_kind, manifest=manifest, max_line_bytes=request.max_line_bytes
+        request.inputs,
+        sink,
+        force_kind=request.force_kind,
+        manifest=manifest,
+        max_line_bytes=request.max_line_bytes,
+        exclude=None if output == STDOUT else Path(output),
     )
     options = BuildOptions(
         capture_enabled=inputs.capture_enabled,
@@ -95,8 +103,10 @@ def run(request: BuildRequest) -> int:
         task = bar.add_task("build", total=len(slots))
         sink.emit = _printer(request, bar.console)  # type: ignore[assignment]
         summary = build(inputs, slots, stats, options, sink, handle.write, lambda _: bar.advance(task))
+        if not summary.tally.trajectories and output != STDOUT:
+            raise AbortWrite
     _render(summary, request, output, console)
-    return EXIT_DATA if summary.empty_inputs else EXIT_OK
+    return EXIT_DATA if summary.empty_inputs or not summary.tally.trajectories else EXIT_OK
 
 
 def _render(summary: BuildSummary, request: BuildRequest, output: str, console) -> None:
@@ -108,6 +118,8 @@ def _render(summary: BuildSummary, request: BuildRequest, output: str, console) 
         return
     for named in summary.empty_inputs:
         console.print(f"[bold red]error:[/] {named}: nothing usable was built from this input")
+    if not summary.tally.trajectories and output != STDOUT:
+        console.print(f"[bold red]error:[/] no trajectory was built; {output} was left as it was")
     if not console.is_terminal:
         console.print(_one_line(data))
         return

@@ -30,12 +30,24 @@ def _check_parent(target: Path) -> Path:
     return parent
 
 
+class AbortWrite(Exception):
+    """Raised inside an ``atomic_file`` block to drop what was written and leave the target as it was."""
+
+
+def _is_special(target: Path) -> bool:
+    """True for an existing target that is not a regular file (a device, a FIFO, ``/dev/stdout``)."""
+    return target.exists() and not target.is_file() and not target.is_dir()
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """Open ``path`` for binary writing, atomically; ``-`` is standard output.
 
+    A device or FIFO (``/dev/stdout``, a named pipe) is written in place, since it cannot be replaced.
+    ``AbortWrite`` raised in the block discards the new content and leaves ``path`` untouched.
+
     Raises:
-        RunError: The parent folder is missing or the target is a directory.
+        RunError: The parent folder is missing or unwritable, or the target is a directory.
     """
     if str(path) == STDOUT:
         yield sys.stdout.buffer
@@ -43,7 +55,14 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         return
     target = Path(path)
     parent = _check_parent(target)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
+    if _is_special(target):
+        with contextlib.suppress(AbortWrite), open(target, "wb") as handle:
+            yield handle
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
+    except OSError as exc:
+        raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             yield handle
@@ -51,6 +70,9 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
             os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
+    except AbortWrite:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)

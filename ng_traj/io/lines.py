@@ -17,6 +17,7 @@ are rejected.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +31,8 @@ DEFAULT_MAX_LINE_BYTES = 1 << 30
 """Lines longer than 1 GiB are skipped with ``line_too_long``."""
 
 _SKIP_STEP = 1 << 20
+BOM = b"\xef\xbb\xbf"
+"""A UTF-8 byte-order mark at the start of a file is not part of its first record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +102,11 @@ def _problem(jl: tuple[str, int, int], severity: str, code: str, message: str) -
     return Diagnostic(severity, code, message, path=path, line=line, offset=offset)  # type: ignore[arg-type]
 
 
+def _position(reason: str) -> str:
+    """orjson's message without its ``line 1`` (the record is one line of the file): column only."""
+    return re.sub(r"line 1 column (\d+) \(char \d+\)", r"at column \1", reason)
+
+
 def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tuple[Any, Diagnostic | None]:
     """Decode one stripped, non-blank line.
 
@@ -123,12 +131,12 @@ def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tup
         return None, _problem(where, "error", "invalid_utf8", f"invalid UTF-8 at column {exc.start + 1}")
     try:
         value = json.loads(text, parse_constant=_reject_constant)
-    except ValueError:
+    except (ValueError, RecursionError):
         code = "truncated_line" if at_eof else "invalid_json"
-        return None, _problem(where, "error", code, reason)
+        return None, _problem(where, "error", code, _position(reason))
     fixed, changed = _replace_surrogates(value)
     if not changed:
-        return None, _problem(where, "error", "invalid_json", reason)
+        return None, _problem(where, "error", "invalid_json", _position(reason))
     return fixed, _problem(
         where, "warning", "lone_surrogate", f"{changed} string(s) held lone surrogates; replaced by U+FFFD"
     )
@@ -159,7 +167,7 @@ def iter_json_lines(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
                 yield JsonLine(name, number, start, size, None, problem)
                 continue
             offset += len(chunk)
-            stripped = chunk.strip()
+            stripped = (chunk.removeprefix(BOM) if number == 1 else chunk).strip()
             if not stripped:
                 continue
             at_eof = not chunk.endswith(b"\n")
@@ -197,9 +205,12 @@ def read_json_objects(
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
 
 
+JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
+
+
 def not_an_object(line: JsonLine) -> Diagnostic:
     """The ``not_an_object`` error for a line whose JSON value is not an object."""
-    kind = type(line.value).__name__
+    kind = JSON_TYPES.get(type(line.value), type(line.value).__name__)
     return Diagnostic(
         "error", "not_an_object", f"JSON {kind}, expected an object", path=line.path, line=line.line, offset=line.offset
     )

@@ -99,12 +99,15 @@ def claims(path: Path) -> list[Claim]:
     return [claim for sniffer in sniffers if (claim := sniffer(sniffed)) is not None]
 
 
-def walk(path: Path) -> Iterator[Path]:
-    """Files under ``path`` in sorted order (hidden entries skipped); ``path`` itself when a file."""
+def walk(path: Path, on_error: Callable[[OSError], None] | None = None) -> Iterator[Path]:
+    """Files under ``path`` in sorted order (hidden entries skipped); ``path`` itself when a file.
+
+    A folder that cannot be listed is handed to ``on_error`` and skipped.
+    """
     if not path.is_dir():
         yield path
         return
-    for root, dirs, files in os.walk(path):
+    for root, dirs, files in os.walk(path, onerror=on_error):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
         for name in sorted(files):
             if not name.startswith("."):

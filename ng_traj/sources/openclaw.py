@@ -82,6 +82,13 @@ def is_openclaw_transcript(path: Path) -> bool:
     )
 
 
+def _store_location(path: Path) -> bool:
+    """True for ``agents/<id>/sessions/sessions.json`` (claimed even when unreadable, to report it)."""
+    return (
+        path.name == "sessions.json" and path.parent.name == "sessions" and path.parent.parent.parent.name == "agents"
+    )
+
+
 def _agents_root(store: Path) -> Path:
     if store.parent.name == "sessions" and store.name == "sessions.json":
         return store.parent.parent.parent
@@ -96,7 +103,7 @@ class OpenClawReader:
 
     def sniff(self, sniffed: Sniffed) -> Claim | None:
         """Claim stores and OpenClaw transcripts."""
-        if sniffed.path.suffix == ".json" and is_store(sniffed.first):
+        if sniffed.path.suffix == ".json" and (is_store(sniffed.first) or _store_location(sniffed.path)):
             return Claim(self.name, "OpenClaw session store")
         if is_pi_family(sniffed.first) and is_openclaw_transcript(sniffed.path):
             return Claim(self.name, "OpenClaw session transcript")

@@ -129,11 +129,13 @@ def recorded_run_ids(row: dict[str, Any]) -> tuple[str, ...]:
 
 
 def run_name(path: Path) -> str:
-    """The run a rollouts file belongs to: its own name, or the main file's name for a sidecar."""
-    name = path.name
-    if name.endswith(FAILURES_SUFFIX):
-        return name[: -len(FAILURES_SUFFIX)] + ".jsonl"
-    return name
+    """The run a rollouts file belongs to: the main file's path (itself, or the main file of a sidecar).
+
+    Runs are told apart by path, so two folders' ``rollouts.jsonl`` are two runs.
+    """
+    if path.name.endswith(FAILURES_SUFFIX):
+        return str(path.with_name(path.name[: -len(FAILURES_SUFFIX)] + ".jsonl"))
+    return str(path)
 
 
 def load_row(path: str, line: int, offset: int, size: int) -> Any:

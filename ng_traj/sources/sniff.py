@@ -28,19 +28,38 @@ class Sniffed:
     first: Any
 
 
+SNIFF_LINES = 16
+"""Lines a sniffer looks at to find the first JSON value (a corrupt first line does not hide a file)."""
+
+BOM = b"\xef\xbb\xbf"
+
+
 def first_record(path: Path) -> Any:
-    """The first JSON value of a JSONL file (also archives such as ``x.jsonl.reset.<ts>``), or the whole
-    value of a ``.json`` file; ``None`` when unreadable or not JSON."""
+    """The first JSON value among the first lines of a JSONL file (also archives such as
+    ``x.jsonl.reset.<ts>``), or the whole value of a ``.json`` file; ``None`` when none parses.
+    A UTF-8 byte-order mark at the start is ignored."""
     try:
         with open(path, "rb") as handle:
             if path.suffix == ".json":
-                data = handle.read(SNIFF_JSON_BYTES + 1)
+                data = handle.read(SNIFF_JSON_BYTES + 1).removeprefix(BOM)
                 return orjson.loads(data) if len(data) <= SNIFF_JSON_BYTES else None
-            while True:
-                line = handle.readline(SNIFF_LINE_BYTES)
-                if not line:
-                    return None
-                if line.strip():
-                    return orjson.loads(line)
+            return _first_line_value(handle)
     except (OSError, orjson.JSONDecodeError):
         return None
+
+
+def _first_line_value(handle: Any) -> Any:
+    seen = 0
+    while seen < SNIFF_LINES:
+        line = handle.readline(SNIFF_LINE_BYTES)
+        if not line:
+            return None
+        line = line.removeprefix(BOM).strip()
+        if not line:
+            continue
+        seen += 1
+        try:
+            return orjson.loads(line)
+        except orjson.JSONDecodeError:
+            continue
+    return None
