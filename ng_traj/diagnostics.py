@@ -43,6 +43,7 @@ VALIDATE_CODES: dict[str, str] = {
     "tool_timing_reversed": "a tool call completes before it starts",
     "parent_cycle": "parent_invocation_id links form a cycle (error in bundles, warning in trajectories)",
     "unresolved_model_call_ref": "a turn or invocation ref names no model call of the record",
+    "model_call_timing_reversed": "a model call completes before it starts (the contract does not forbid it)",
     "tool_call_without_function_call": "a tool call has no function_call with its id in any conversation",
     "unknown_gap_code": "a gap code neither NeMo Gym nor ng-traj defines",
     "trajectory_missing": "a rollout row carries no ng_trajectory",
@@ -52,14 +53,17 @@ VALIDATE_CODES: dict[str, str] = {
 BUILD_CODES: dict[str, str] = {
     "input_unclaimed": "no reader recognises the input; skipped",
     "input_ambiguous": "several readers claim the input; skipped",
+    "forced_kind_mismatch": "--as or a manifest kind forces a kind the file does not look like",
     "input_unsupported": "a recognised format ng-traj does not read yet; skipped",
     "task_input_rows": "rows with no response, reward or attachment: task inputs, not rollouts",
     "rollout_identity_unavailable": "a rollout row without identity keys; identified by file and line",
     "capture_record_invalid": "a capture line that does not build a model-call record",
     "capture_duplicate_conflict": "two stores hold different lines with the same model_call_id",
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
+    "payload_as_text": "open values nested too deep for the JSON writers were written as JSON text",
     "projection_failed": "the projection raised; a minimal trajectory with the gap was written",
-    "manifest_row_invalid": "a manifest row without rollout_id and path",
+    "manifest_row_invalid": "a manifest row without rollout_id and path, with a path that does not exist, or an unknown kind",
+    "manifest_run_unknown": "a manifest row's run names no rollouts file of the build",
     "rollout_id_repeated": "two rows of one run share a rollout id; capture and sessions attach to neither",
     "session_unattributed": "a native session no manifest, folder, response id or run id ties to a rollout",
     "session_ambiguous": "a native session claimed by several rollouts; used for none",
@@ -90,6 +94,12 @@ LINE_SKIP_CODES = (
 """Codes of diagnostics that mean an input line was skipped."""
 
 
+def safe_text(value: object) -> str:
+    """``str(value)`` as valid UTF-8: bytes of a non-UTF-8 file name (surrogate escapes) become U+FFFD."""
+    text = str(value)
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if text.isascii() is False else text
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One problem found in the data.
@@ -114,7 +124,7 @@ class Diagnostic:
 
     def render(self) -> str:
         """Render as ``path:line: severity[code] pointer: message``."""
-        where = self.path or "-"
+        where = safe_text(self.path) if self.path else "-"
         if self.line is not None:
             where = f"{where}:{self.line}"
         head = f"{where}: {self.severity}[{self.code}]"
@@ -125,13 +135,13 @@ class Diagnostic:
     def to_json(self) -> dict[str, object]:
         """Return the diagnostic as a JSON object (all keys present, nulls included)."""
         return {
-            "path": self.path,
+            "path": safe_text(self.path) if self.path is not None else None,
             "line": self.line,
             "offset": self.offset,
             "severity": self.severity,
             "code": self.code,
             "pointer": self.pointer,
-            "message": self.message,
+            "message": safe_text(self.message),
         }
 
 

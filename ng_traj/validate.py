@@ -105,6 +105,14 @@ def cross_reference(record: TrajectoryRecord, prefix: str = "") -> Iterator[Find
                     _join(prefix, section, index, "model_calls", position),
                     f"ref {name!r} names no model call of this record",
                 )
+    for index, call in enumerate(record.model_calls):
+        if call.started_at is not None and call.completed_at is not None and call.completed_at < call.started_at:
+            yield Finding(
+                "warning",
+                "model_call_timing_reversed",
+                _join(prefix, "model_calls", index, "completed_at"),
+                "completed_at precedes started_at",
+            )
     yield from _unmatched_tools(record, prefix)
     yield from _unknown_gaps(record.gaps, _join(prefix, "gaps"))
     cycle = parent_cycle(record.invocations)

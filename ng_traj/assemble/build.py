@@ -11,14 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from ng_traj.assemble.join import dedupe_gaps, join_bundles
 from ng_traj.assemble.judge import JudgeMerge, judge_calls_of_row
 from ng_traj.assemble.native import resolve_native
 from ng_traj.assemble.plan import Slot
-from ng_traj.assemble.project import ProjectionInputs, project_call
+from ng_traj.assemble.project import ProjectionInputs, failed_projection, project_call
 from ng_traj.assemble.rollout import (
     CaptureState,
     build_trajectory,
@@ -37,7 +36,7 @@ from ng_traj.roles import RoleTally
 from ng_traj.sources.capture import collect_capture
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import load_row
-from ng_traj.writers.jsonl import record_json, row_json
+from ng_traj.writers.jsonl import SERIALISE_ERRORS, record_json, row_json, trajectory_json
 
 
 @dataclass(frozen=True)
@@ -149,7 +148,7 @@ def _natives(
         reader = READERS[unit.reader]
         if row_source == reader.source:
             message = f"the row carries {reader.source} observations; session {unit.key} not read (decision 6)"
-            sink.add(Diagnostic("info", "native_superseded", message, path=unit.paths[0]))
+            sink.add(Diagnostic("info", "native_superseded", message, path=unit.anchor or unit.paths[0]))
             continue
         observations = reader.load(unit, sink)
         totals.update(observations.session_totals)
@@ -237,17 +236,45 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
             Diagnostic(
                 "warning",
                 "projection_failed",
-                f"rollout {slot.identity.rollout_id}: projection failed ({type(failed).__name__}); minimal record written",
+                f"rollout {slot.identity.rollout_id}: projection failed ({_first_error(failed)}); minimal record written",
                 path=slot.path,
                 line=slot.line or None,
             )
         )
     if options.redactor is not None:
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
+    record, line = _serialised(record, slot, sink)
     if not options.attach:
-        return Built(record, record_json(record) + b"\n", failed, bundles.session_totals)
-    attached = _attached_row(row, record, bundles.joined, capture, options)
-    return Built(record, row_json(attached) + b"\n", failed, bundles.session_totals)
+        return Built(record, line + b"\n", failed, bundles.session_totals)
+    attached, attachments = _attached_row(row, record, bundles.joined, capture, options)
+    return Built(
+        record, row_json(attached, {**attachments, "ng_trajectory": line}) + b"\n", failed, bundles.session_totals
+    )
+
+
+def _first_error(exc: Exception) -> str:
+    """The first problem of a failed projection, as ``field: message`` when pydantic says which."""
+    if isinstance(exc, ValidationError) and exc.errors():
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        return f"{where}: {error['msg']}" if where else error["msg"]
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _serialised(record: TrajectoryRecord, slot: Slot, sink: DiagnosticSink) -> tuple[TrajectoryRecord, bytes]:
+    """The record's JSON; too-deep open values as JSON text, else the minimal record (both reported)."""
+    where = {"path": slot.path, "line": slot.line or None}
+    try:
+        record, line, fallback = trajectory_json(record)
+    except SERIALISE_ERRORS as exc:
+        record = failed_projection(record.task_id, record.rollout_id, exc)
+        message = f"rollout {slot.identity.rollout_id}: nested too deep to serialise; minimal record written"
+        sink.add(Diagnostic("warning", "projection_failed", message, **where))
+        return record, record_json(record)
+    if fallback:
+        message = f"rollout {slot.identity.rollout_id}: payloads nested too deep for JSON writers, written as JSON text"
+        sink.add(Diagnostic("warning", "payload_as_text", message, **where))
+    return record, line
 
 
 def _attached_row(
@@ -256,18 +283,21 @@ def _attached_row(
     bundle: Any,
     capture: CaptureState,
     options: BuildOptions,
-) -> dict[str, Any]:
+) -> tuple[dict[str, Any], dict[str, bytes]]:
+    """The row to write with ``--attach`` and its pre-serialised attachments (the bundle)."""
     out = dict(row) if row is not None else {}
     if options.redactor is not None:
         out = options.redactor.value(out)
+    out.pop("ng_trajectory", None)
+    attachments = {}
     if isinstance(bundle, AgentObservationBundle):
-        out["ng_agent_observations"] = orjson.Fragment(record_json(bundle))
+        out.pop("ng_agent_observations", None)
+        attachments["ng_agent_observations"] = record_json(bundle)
     if capture.recomputed:
         out["ng_model_call_capture"] = capture_attachment(record.rollout_id, capture)
     elif isinstance(out.get("ng_model_call_capture"), dict):
         out["ng_model_call_capture"] = strip_capture_payloads(out["ng_model_call_capture"])
-    out["ng_trajectory"] = orjson.Fragment(record_json(record))
-    return out
+    return out, attachments
 
 
 def capture_attachment(rollout_id: str, capture: CaptureState) -> dict[str, Any]:

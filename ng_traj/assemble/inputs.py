@@ -145,6 +145,9 @@ def _classify(
     found = claims(file)
     forced = entry.kind if entry is not None and entry.kind in (*KINDS, *READERS) else force_kind
     kinds = [forced] if forced else [claim.kind for claim in found]
+    if forced and forced not in [claim.kind for claim in found]:
+        looks = ", ".join(claim.description for claim in found) or "no known format"
+        _report(sink, "forced_kind_mismatch", file, f"read as {forced} as asked, though it looks like {looks}", True)
     if not kinds:
         inputs.by_kind["unclaimed"] += 1
         _report(sink, "input_unclaimed", file, "no reader recognises this file; skipped", directly)
@@ -160,7 +163,7 @@ def _classify(
         inputs.unsupported.append((str(file), found[0].description))
         _report(sink, "input_unsupported", file, f"recognised as {found[0].description}; skipped", directly)
     elif kind == "rollouts":
-        inputs.rollout_files.append(RolloutFile(file, entry.run if entry and entry.run else run_name(file), named))
+        inputs.rollout_files.append(RolloutFile(file, run_name(file), named))
     elif kind in READERS:
         inputs.native.setdefault(kind, []).append(file)
         inputs.native_named[str(file)] = named

@@ -130,6 +130,7 @@ def plan(
     stats = PlanStats()
     rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes)]
     index = _row_index(rows, sink)
+    _check_manifest_runs(manifest, {row.file.run for row in rows}, sink)
     attached: dict[RowKey, list[CaptureFiles]] = {}
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
@@ -157,6 +158,13 @@ def plan(
     slots.extend(native.get(("own",), []))  # type: ignore[arg-type]
     slots.sort(key=Slot.sort_key)
     return slots, stats
+
+
+def _check_manifest_runs(manifest: Sequence[ManifestEntry], runs: set[str], sink: DiagnosticSink) -> None:
+    for entry in manifest:
+        if entry.run is not None and not runs_named(entry.run, runs):
+            message = f"run {entry.run!r} names no rollouts file of the build; the row's artifacts attach by id alone"
+            sink.add(Diagnostic("warning", "manifest_run_unknown", message, path=str(entry.path)))
 
 
 def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:
@@ -220,7 +228,7 @@ def _own_slot(inputs: Inputs, unit: NativeUnit, where: Attribution, stats: PlanS
             "warning" if code == "session_ambiguous" else "info",
             code,
             f"session {unit.key}: {reason}",
-            path=unit.paths[0],
+            path=unit.anchor or unit.paths[0],
         )
     )
     gap = where.gap or ObservationGap(code="rollout_record_unavailable", detail=f"session:{unit.key}")

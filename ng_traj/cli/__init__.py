@@ -5,6 +5,7 @@ Heavy imports (the contract models, pyarrow) happen inside the commands so that 
 
 from __future__ import annotations
 
+import signal
 from typing import Annotated
 
 import typer
@@ -44,6 +45,11 @@ app.command("matrix")(matrix.command)
 app.command("schema")(schema.command)
 
 
+def _terminate(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
 def main() -> None:
-    """Console-script entry point."""
+    """Console-script entry point. SIGTERM is handled as an interrupt, so outputs are cleaned up."""
+    signal.signal(signal.SIGTERM, _terminate)
     app()

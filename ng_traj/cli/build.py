@@ -11,7 +11,7 @@ import typer
 from ng_traj.cli.common import DEBUG_HELP, JSON_HELP, guarded
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
-KINDS_HELP = "Force the kind of every named input: rollouts or capture."
+KINDS_HELP = "Force the kind of every named input: rollouts, capture, pi, openclaw or hermes."
 ROLE_HELP = (
     "NAME=ROLE: the role of model server NAME (its model_ref.name), e.g. judge_model=judge, "
     "policy_model=policy, user_model=user_simulator (repeatable)."
@@ -22,7 +22,8 @@ def command(
     inputs: Annotated[
         list[Path],
         typer.Argument(
-            help="Rollout JSONL files, capture store folders or files, or folders holding them.", show_default=False
+            help="Rollout JSONL files, capture stores, pi / OpenClaw / Hermes session files, or folders holding them.",
+            show_default=False,
         ),
     ],
     output: Annotated[
@@ -55,12 +56,14 @@ def command(
     ] = DEFAULT_MAX_LINE_BYTES,
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
-    """Assemble trajectories from retained artifacts: rollout rows and model-call capture stores.
+    """Assemble trajectories from retained artifacts: rollout rows, model-call capture stores and the
+    harnesses' own session files (pi, OpenClaw, Hermes).
 
-    Every rollout row yields one ng_trajectory record (schema 1.0), capture files without a row
-    yield their own, and rows with no identity are identified by file and line. Records are ordered
-    by rollout id. Diagnostics go to standard error; a summary follows (--json for JSON). Exit 0 on
-    success (warnings allowed), 1 when a named input yields nothing, 2 for usage errors.
+    Every rollout row yields one ng_trajectory record (schema 1.0); capture files and sessions
+    without a row yield their own; rows with no identity are identified by file and line. Records
+    are ordered by rollout id. Diagnostics go to standard error; a summary follows (--json for
+    JSON). Exit 0 on success (warnings allowed), 1 when a named input yields nothing (or nothing at
+    all is built: the output is then left as it was), 2 for usage errors.
     """
     from ng_traj.cli.build_run import BuildRequest, run
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -13,7 +14,7 @@ from rich.table import Table
 from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file
 from ng_traj.redact import Redactor
 from ng_traj.roles import parse_roles
@@ -109,8 +110,19 @@ def run(request: BuildRequest) -> int:
     return EXIT_DATA if summary.empty_inputs or not summary.tally.trajectories else EXIT_OK
 
 
+def _safe(value: Any) -> Any:
+    """``value`` with every string valid UTF-8 (non-UTF-8 file names in paths)."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, list):
+        return [_safe(item) for item in value]
+    if isinstance(value, dict):
+        return {_safe(key): _safe(item) for key, item in value.items()}
+    return value
+
+
 def _render(summary: BuildSummary, request: BuildRequest, output: str, console) -> None:
-    data = {**summary.to_json(), "output": output}
+    data = _safe({**summary.to_json(), "output": output})
     if request.json_output:
         stream = sys.stderr.buffer if output == STDOUT else sys.stdout.buffer
         stream.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")

@@ -15,6 +15,7 @@ line), and de-duplicated by ``model_call_id`` (PRODUCT.md §10.8).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,15 +28,23 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import iter_json_lines, not_an_object
 from ng_traj.sources.capture_record import derive_record
 
+VALID_ID = re.compile(r"[A-Za-z0-9._-]+")
+RAW_KEYS = {"latency_total_ms": "latency_ms"}
+"""Record fields named differently in the raw capture line (for messages)."""
 CAPTURE_SUFFIX = ".capture.jsonl"
 INCOMPLETE_SUFFIX = ".capture.incomplete"
 
 
 def capture_rollout_id(name: str) -> str | None:
-    """Rollout id named by a capture file or marker name, else ``None``."""
+    """Rollout id named by a capture file or marker name, else ``None``.
+
+    Only names NeMo Gym's store can write count: a non-empty id of ASCII letters, digits, ``.``, ``_``
+    and ``-`` (``CaptureStore`` rejects every other id).
+    """
     for suffix in (CAPTURE_SUFFIX, INCOMPLETE_SUFFIX):
         if name.endswith(suffix) and len(name) > len(suffix):
-            return name[: -len(suffix)]
+            rollout = name[: -len(suffix)]
+            return rollout if VALID_ID.fullmatch(rollout) else None
     return None
 
 
@@ -103,7 +112,9 @@ def read_capture_file(path: str, store: str, sink: DiagnosticSink) -> tuple[list
                 record = derive_record(line.value, call_index=index)
             except ValidationError as exc:
                 invalid += 1
-                fields = ", ".join(sorted({str(error["loc"][0]) for error in exc.errors() if error["loc"]}))
+                fields = ", ".join(
+                    sorted({RAW_KEYS.get(str(e["loc"][0]), str(e["loc"][0])) for e in exc.errors() if e["loc"]})
+                )
                 sink.add(
                     Diagnostic(
                         "error",

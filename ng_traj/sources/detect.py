@@ -44,6 +44,8 @@ def _rollouts(s: Sniffed) -> Claim | None:
 
 
 def _capture_shaped(s: Sniffed) -> Claim | None:
+    if s.path.name.endswith((".capture.jsonl", ".capture.incomplete")) and not _capture(s):
+        return Claim("unsupported", "a capture file whose name is not a rollout id NeMo Gym could write")
     if _is_capture_line(s.first) and not _capture(s):
         return Claim("unsupported", "capture lines in a file not named <rollout_id>.capture.jsonl")
     return None

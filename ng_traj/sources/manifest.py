@@ -15,6 +15,9 @@ from pathlib import Path
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.lines import read_json_objects
 
+MANIFEST_KINDS = ("rollouts", "capture", "pi", "openclaw", "hermes")
+"""Kinds a manifest row may force."""
+
 
 @dataclass(frozen=True, slots=True)
 class ManifestEntry:
@@ -45,6 +48,8 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
     Raises:
         RunError: The manifest does not exist or cannot be read.
     """
+    if path.is_dir():
+        raise RunError(f"manifest {path} is a folder; give a JSONL or CSV file")
     if not path.is_file():
         raise RunError(f"manifest {path} does not exist")
     base = path.parent
@@ -59,10 +64,20 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
         rows = [(line.line, line.value) for line in read_json_objects(path, sink)]
     for number, row in rows:
         entry = _entry(row, base)
-        if entry is None:
-            sink.add(
-                Diagnostic("error", "manifest_row_invalid", "needs rollout_id and path", path=str(path), line=number)
-            )
+        problem = _problem(entry)
+        if problem is not None:
+            sink.add(Diagnostic("error", "manifest_row_invalid", problem, path=str(path), line=number))
             continue
-        entries.append(entry)
+        entries.append(entry)  # type: ignore[arg-type]
     return entries
+
+
+def _problem(entry: ManifestEntry | None) -> str | None:
+    """Why a manifest row cannot be used, or ``None``."""
+    if entry is None:
+        return "needs rollout_id and path"
+    if not entry.path.exists():
+        return f"path {entry.path} does not exist"
+    if entry.kind is not None and entry.kind not in MANIFEST_KINDS:
+        return f"kind {entry.kind!r} is not one of {', '.join(MANIFEST_KINDS)}"
+    return None

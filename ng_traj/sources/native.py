@@ -39,6 +39,7 @@ class NativeUnit:
         folders: Names of the folders above its files (per-rollout folder attribution).
         run_ids: Run ids it records (PinchBench ``<task>_<run_id>`` folders).
         hints: Reader-specific values ``load`` needs (for example the root session key).
+        anchor: The file a message about the unit should name (its root transcript); else ``paths[0]``.
     """
 
     reader: str
@@ -48,6 +49,7 @@ class NativeUnit:
     folders: frozenset[str] = frozenset()
     run_ids: frozenset[str] = frozenset()
     hints: tuple[tuple[str, str], ...] = ()
+    anchor: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

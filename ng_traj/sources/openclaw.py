@@ -160,7 +160,9 @@ class OpenClawReader:
             covered.update(node.key for node in nodes)
             paths = [*store_paths, *(node.transcript for node in nodes if node.transcript is not None)]
             hints = (("root", root), ("agents_root", str(stores.root)), *(("store", str(p)) for p in store_paths))
-            units.append(_unit("tree", paths, sink, used, hints, key=stores.entries[root].session_id or root))
+            anchor = nodes[0].transcript or stores.entries[root].store
+            key = stores.entries[root].session_id or root
+            units.append(_unit("tree", paths, sink, used, hints, key=key, anchor=anchor))
         return units
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
@@ -202,6 +204,7 @@ def _unit(
     hints: tuple[tuple[str, str], ...],
     key: str | None = None,
     run_ids: frozenset[str] = frozenset(),
+    anchor: Path | None = None,
 ) -> NativeUnit:
     transcripts = [path for path in paths if path.suffix != ".json"]
     sessions = [read_session(path, DiagnosticSink()) for path in transcripts]
@@ -209,7 +212,8 @@ def _unit(
     ids = frozenset(rid for session in sessions for rid in response_ids(session))
     unit_key = key or (sessions[0].session_id if sessions else Path(paths[0]).stem)
     names = tuple(sorted(dict.fromkeys(str(path) for path in paths)))
-    return NativeUnit("openclaw", unit_key, names, ids, folders_of(names), run_ids, (("mode", mode), *hints))
+    first = str(anchor or (transcripts[0] if transcripts else paths[0]))
+    return NativeUnit("openclaw", unit_key, names, ids, folders_of(names), run_ids, (("mode", mode), *hints), first)
 
 
 def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> SessionObservation:

@@ -38,14 +38,19 @@ def is_store(value: Any) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class StoreEntry:
-    """One session of a store: its key, session id, parent key and the folder of its store."""
+    """One session of a store: its key, session id, parent key and the store file it is in."""
 
     key: str
     session_id: str | None
     parent: str | None
     conflict: bool
-    folder: Path
+    store: Path
     session_file: str | None
+
+    @property
+    def folder(self) -> Path:
+        """The folder of the entry's store, where its transcripts are looked up."""
+        return self.store.parent
 
 
 @dataclass
@@ -58,14 +63,14 @@ class Stores:
     incomplete: bool = False
 
 
-def _entry(key: str, value: dict[str, Any], folder: Path) -> StoreEntry:
+def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
     spawned, parent_key = value.get("spawnedBy"), value.get("parentSessionKey")
     spawned = spawned if isinstance(spawned, str) and spawned else None
     parent_key = parent_key if isinstance(parent_key, str) and parent_key else None
     session_id = value.get("sessionId") if isinstance(value.get("sessionId"), str) else None
     session_file = value.get("sessionFile") if isinstance(value.get("sessionFile"), str) else None
     conflict = spawned is not None and parent_key is not None and spawned != parent_key
-    return StoreEntry(key, session_id, spawned or parent_key, conflict, folder, session_file)
+    return StoreEntry(key, session_id, spawned or parent_key, conflict, store, session_file)
 
 
 def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
@@ -92,7 +97,7 @@ def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
                 stores.entries.pop(key, None)
                 dropped.add(key)
             else:
-                stores.entries[key] = _entry(key, value, path.parent)
+                stores.entries[key] = _entry(key, value, path)
     return stores
 
 

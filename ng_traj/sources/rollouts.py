@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ng_traj.diagnostics import safe_text
 from ng_traj.io.lines import decode_line
 
 EXPLICIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -111,7 +112,7 @@ def identity(row: dict[str, Any], file_name: str, line: int) -> Identity:
     except IdentityError as exc:
         derived, problem = None, str(exc)
     if derived is None:
-        return Identity(task_id(row), f"{file_name}:{line}", derived=False, problem=problem)
+        return Identity(task_id(row), f"{safe_text(file_name)}:{line}", derived=False, problem=problem)
     return Identity(task_id(row), derived)
 
 
