@@ -346,3 +346,35 @@ def test_a_corrupt_first_line_or_byte_order_mark_does_not_hide_a_rollouts_file(t
     result = run_cli("build", folder, "-o", out)
     assert "bad_first.jsonl:1: error[invalid_json]" in result.stderr
     assert [r["rollout_id"] for r in _records(out)] == ["0-0", "0-1"]
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "1" + "]" * depth
+
+
+def test_deep_json_is_a_skipped_line_or_written_as_text_never_a_crash(tmp_path):
+    def row(rollout: int, depth: int) -> str:
+        head = json.dumps({"_ng_task_index": 0, "_ng_rollout_index": rollout, "response": {"output": []}})
+        return head[:-1] + ', "extra": ' + _nested(depth) + "}"
+
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text(row(0, 1100) + "\n" + row(1, 300) + "\n")
+    store = tmp_path / "cap"
+    store.mkdir()
+    line = json.dumps(
+        {"model_call_id": "d", "dialect": "chat", "request": {"messages": "DEEP"}, "response": {"id": "r"}}
+    )
+    (store / "0-1.capture.jsonl").write_text(line.replace('"DEEP"', _nested(300)) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", rollouts, store, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "rollouts.jsonl:1: error[invalid_json]" in result.stderr
+    assert "warning[payload_as_text]" in result.stderr
+    (record,) = _records(out)
+    request = record["model_calls"][0]["request"]
+    assert isinstance(request, str)
+    assert json.loads(request)["messages"] == json.loads(_nested(300))  # the payload kept whole, as JSON text
+    attached = tmp_path / "attached.jsonl"
+    assert run_cli("build", rollouts, store, "-o", attached, "--attach").exit_code == 0
+    (row_out,) = _records(attached)
+    assert row_out["ng_trajectory"]["rollout_id"] == "0-1" and row_out["extra"][0][0][0][0] is not None
