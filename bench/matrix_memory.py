@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import orjson
+from child import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "fixtures" / "matrix" / "rows.jsonl"
@@ -45,20 +42,6 @@ def generate(path: Path, size_bytes: int, seed: int = 11) -> int:
     return count
 
 
-def measure(path: Path) -> tuple[float, float, int]:
-    """Run ``ng-traj matrix`` on ``path`` in a child; return (seconds, peak RSS MiB, exit code)."""
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "ng_traj", "matrix", "--format", "json", str(path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-    )
-    seconds = time.perf_counter() - start
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, peak_kib / 1024, done.returncode
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[20, 200])
@@ -69,8 +52,7 @@ def main() -> None:
     for size in sorted(args.sizes_mb):
         path = args.workdir / f"matrix_rows_{size}mb.jsonl"
         records = generate(path, size << 20)
-        # ru_maxrss of children is the maximum over all children so far: measure the small file first.
-        seconds, peak, code = measure(path)
+        seconds, peak, code = measure(*["matrix", "--format", "json", str(path)])
         mb = path.stat().st_size / 1e6
         print(f"{mb:>8.0f}MB {records:>10} {seconds:>9.1f} {records / seconds:>10.0f} {peak:>13.1f} {code:>4}")
         path.unlink()

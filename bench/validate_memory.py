@@ -11,13 +11,10 @@ from __future__ import annotations
 
 import argparse
 import random
-import resource
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import orjson
+from child import measure
 
 ROOT = Path(__file__).resolve().parent.parent
 TEMPLATES = ROOT / "fixtures" / "build" / "retained_run" / "expected.jsonl"
@@ -43,20 +40,6 @@ def generate(path: Path, size_bytes: int, seed: int = 7) -> int:
     return count
 
 
-def measure(path: Path) -> tuple[float, float, int]:
-    """Run ``ng-traj validate`` on ``path`` in a child; return (seconds, peak RSS MiB, exit code)."""
-    start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "ng_traj", "validate", "--json", str(path)],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        check=False,
-    )
-    seconds = time.perf_counter() - start
-    peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    return seconds, peak_kib / 1024, done.returncode
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes-mb", type=int, nargs="+", default=[100, 1000])
@@ -67,8 +50,7 @@ def main() -> None:
     for size in sorted(args.sizes_mb):
         path = args.workdir / f"trajectories_{size}mb.jsonl"
         records = generate(path, size << 20)
-        # ru_maxrss of children is the maximum over all children so far: measure the small file first.
-        seconds, peak, code = measure(path)
+        seconds, peak, code = measure(*["validate", "--json", str(path)])
         mb = path.stat().st_size / 1e6
         print(f"{mb:>8.0f}MB {records:>10} {seconds:>9.1f} {mb / seconds:>8.1f} {peak:>13.1f} {code:>4}")
         path.unlink()

@@ -13,7 +13,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ng_traj.assemble.join import dedupe_gaps, join_bundles
+from ng_traj.assemble.join import join_bundles
 from ng_traj.assemble.judge import JudgeMerge, judge_calls_of_row
 from ng_traj.assemble.native import resolve_native
 from ng_traj.assemble.plan import Slot
@@ -30,6 +30,7 @@ from ng_traj.assemble.rollout import (
 )
 from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
+from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.redact import Redactor
 from ng_traj.roles import RoleTally

@@ -21,6 +21,7 @@ from ng_traj.contract import (
     ModelCallRef,
     ObservationGap,
 )
+from ng_traj.contract.observations import dedupe_gaps
 
 JOIN_CODES = frozenset(
     {"model_call_reference_ambiguous", "model_call_reference_conflict", "model_call_reference_unmatched"}
@@ -211,15 +212,3 @@ def join_bundles(
         )
         for bundle, records, gaps in joined
     ]
-
-
-def dedupe_gaps(gaps: Sequence[ObservationGap]) -> list[ObservationGap]:
-    """Gaps de-duplicated by ``(code, invocation_id, detail)``, first occurrence kept, order preserved."""
-    seen: set[tuple[str, str | None, str | None]] = set()
-    result = []
-    for gap in gaps:
-        key = (gap.code, gap.invocation_id, gap.detail)
-        if key not in seen:
-            seen.add(key)
-            result.append(gap)
-    return result

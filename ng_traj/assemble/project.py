@@ -30,7 +30,6 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ng_traj.assemble.join import dedupe_gaps
 from ng_traj.contract import (
     AgentInvocation,
     AgentObservationBundle,
@@ -42,6 +41,7 @@ from ng_traj.contract import (
     TrajectoryToolCall,
     TrajectoryTurn,
 )
+from ng_traj.contract.observations import dedupe_gaps
 
 METADATA_KEYS = (
     "response_id",

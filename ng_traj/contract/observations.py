@@ -166,6 +166,19 @@ AgentObservationRecord = Annotated[
 ]
 
 
+def dedupe_gaps(gaps: Sequence[ObservationGap]) -> list[ObservationGap]:
+    """Gaps de-duplicated by ``(code, invocation_id, detail)``, first occurrence kept, order preserved
+    (gym-reference §4 step 7, §5.3 step F)."""
+    seen: set[tuple[str, str | None, str | None]] = set()
+    result = []
+    for gap in gaps:
+        key = (gap.code, gap.invocation_id, gap.detail)
+        if key not in seen:
+            seen.add(key)
+            result.append(gap)
+    return result
+
+
 def duplicate_invocation(invocations: Sequence[AgentInvocation]) -> int | None:
     """Return the position of the first invocation whose id repeats an earlier one, else ``None``."""
     seen: set[str] = set()

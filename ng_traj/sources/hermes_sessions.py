@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ContextCompactionObservation, ObservationGap
+from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.sources.hermes_files import SessionForm, utc_seconds
 from ng_traj.sources.hermes_messages import call_id_of, is_compaction_summary, normalise, text_of, tool_calls_of
@@ -251,17 +252,6 @@ def build_tree(tree: Tree, sink: DiagnosticSink) -> NativeObservations:
     invocations = [_invocation(s, chosen[s], parents[s], tree, built) for s in tree.forms]
     _compactions(tree, chosen, built)
     assert built.observations is not None
-    gaps = _unique([*tree.gaps, *built.gaps])
+    gaps = dedupe_gaps([*tree.gaps, *built.gaps])
     built.observations.bundle = AgentObservationBundle(source=SOURCE, records=[*invocations, *built.records], gaps=gaps)
     return built.observations
-
-
-def _unique(gaps: Sequence[ObservationGap]) -> list[ObservationGap]:
-    seen: set[tuple[str, str | None, str | None]] = set()
-    kept = []
-    for gap in gaps:
-        key = (gap.code, gap.invocation_id, gap.detail)
-        if key not in seen:
-            seen.add(key)
-            kept.append(gap)
-    return kept
