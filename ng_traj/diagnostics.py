@@ -46,6 +46,8 @@ VALIDATE_CODES: dict[str, str] = {
     "tool_call_without_function_call": "a tool call has no function_call with its id in any conversation",
     "unknown_gap_code": "a gap code neither NeMo Gym nor ng-traj defines",
     "trajectory_missing": "a rollout row carries no ng_trajectory",
+    # Parquet datasets (writers/parquet.py)
+    "dataset_invalid": "a Parquet dataset lacks a table or column, or its rows do not form a trajectory",
 }
 """Codes of the line reader and of ``ng-traj validate``."""
 

@@ -27,7 +27,7 @@ from ng_traj.assemble.rollout import (
     validated_bundle,
     without_payloads,
 )
-from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
+from ng_traj.contract import AgentObservationBundle, ContextCompactionObservation, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.redact import Redactor
@@ -35,6 +35,7 @@ from ng_traj.sources.capture import collect_capture
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import load_row
 from ng_traj.writers.jsonl import record_json, row_json
+from ng_traj.writers.parquet_rows import Extras
 
 
 @dataclass(frozen=True)
@@ -56,11 +57,50 @@ class BuildOptions:
 
 @dataclass
 class Built:
-    """One assembled slot: the trajectory, the bytes to write, and what the summary needs."""
+    """One assembled slot: the trajectory, the bytes to write, and what the summary needs.
+
+    ``extras`` carries what only the Parquet dataset holds (agent, producer, compactions).
+    """
 
     record: TrajectoryRecord
     line: bytes
     failed: Exception | None = None
+    extras: Extras = field(default_factory=Extras)
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the writer and the summary need of one built slot; small and picklable (``--jobs``).
+
+    Attributes:
+        payload: What the output writes: the JSONL line, or the Parquet rows.
+        gap_codes: Codes of the trajectory's gaps.
+        counts: Invocations, model calls and tool calls of the trajectory.
+        failed: The projection failed (a minimal record was written).
+        diagnostics: Diagnostics raised while building, when built in a worker.
+    """
+
+    payload: Any
+    gap_codes: tuple[str, ...]
+    counts: tuple[int, int, int]
+    failed: bool
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+Encode = Callable[[int, Built], Any]
+"""Turns the built slot at output position ``index`` into the payload its writer takes."""
+
+
+def encode_line(index: int, built: Built) -> bytes:
+    """The JSONL payload: the output line."""
+    return built.line
+
+
+def outcome(index: int, built: Built, encode: Encode) -> Outcome:
+    """The :class:`Outcome` of one built slot."""
+    record = built.record
+    counts = (len(record.invocations), len(record.model_calls), len(record.tool_calls))
+    return Outcome(encode(index, built), tuple(gap.code for gap in record.gaps), counts, built.failed is not None)
 
 
 @dataclass
@@ -76,15 +116,14 @@ class BuildTally:
     projection_failures: int = 0
     by_named: Counter[str] = field(default_factory=Counter)
 
-    def add(self, slot: Slot, built: Built) -> None:
-        record = built.record
+    def add(self, slot: Slot, done: Outcome) -> None:
         self.trajectories += 1
         self.by_origin[_origin(slot)] += 1
-        self.gaps_by_code.update(gap.code for gap in record.gaps)
-        self.model_calls += len(record.model_calls)
-        self.tool_calls += len(record.tool_calls)
-        self.invocations += len(record.invocations)
-        self.projection_failures += built.failed is not None
+        self.gaps_by_code.update(done.gap_codes)
+        self.invocations += done.counts[0]
+        self.model_calls += done.counts[1]
+        self.tool_calls += done.counts[2]
+        self.projection_failures += done.failed
         self.by_named.update(slot.named)
 
 
@@ -189,10 +228,26 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         )
     if options.redactor is not None:
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
+    extras = _extras(row, bundles.values)
     if not options.attach:
-        return Built(record, record_json(record) + b"\n", failed)
+        return Built(record, record_json(record) + b"\n", failed, extras)
     attached = _attached_row(row, record, bundles.joined, capture, options)
-    return Built(record, row_json(attached) + b"\n", failed)
+    return Built(record, row_json(attached) + b"\n", failed, extras)
+
+
+def _extras(row: dict[str, Any] | None, bundles: list[Any]) -> Extras:
+    """Parquet-only values: the row's agent name, the first bundle's producer, every compaction."""
+    agent_ref = row.get("agent_ref") if row is not None else None
+    agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
+    projected = [bundle for bundle in bundles if isinstance(bundle, AgentObservationBundle)]
+    compactions = [
+        (bundle.source, record.model_dump(mode="json"))
+        for bundle in projected
+        for record in bundle.records
+        if isinstance(record, ContextCompactionObservation)
+    ]
+    producer = projected[0].source if projected else None
+    return Extras(agent if isinstance(agent, str) else None, producer, compactions)
 
 
 def _attached_row(
@@ -251,15 +306,29 @@ def run_slots(
     slots: list[Slot],
     options: BuildOptions,
     sink: DiagnosticSink,
-    write: Callable[[bytes], Any],
+    write: Callable[[Any], Any],
     on_slot: Callable[[Slot], None] | None = None,
+    *,
+    encode: Encode = encode_line,
+    jobs: int = 1,
 ) -> BuildTally:
-    """Assemble every slot in order, writing each line as soon as it is built."""
+    """Assemble every slot in order, writing each payload as soon as it is built.
+
+    With ``jobs`` > 1 slots are assembled in that many worker processes (``assemble/workers.py``);
+    payloads, diagnostics and the tally are the same as with one.
+    """
     tally = BuildTally()
-    for slot in slots:
-        built = assemble_slot(slot, options, sink)
-        write(built.line)
-        tally.add(slot, built)
+    if jobs > 1:
+        from ng_traj.assemble.workers import run_parallel
+
+        done_slots = run_parallel(slots, options, encode, jobs)
+    else:
+        done_slots = ((slot, outcome(i, assemble_slot(slot, options, sink), encode)) for i, slot in enumerate(slots))
+    for slot, done in done_slots:
+        for diagnostic in done.diagnostics:
+            sink.add(diagnostic)
+        write(done.payload)
+        tally.add(slot, done)
         if on_slot is not None:
             on_slot(slot)
     return tally

@@ -10,7 +10,7 @@ from typing import Annotated
 import typer
 
 from ng_traj import __version__
-from ng_traj.cli import build, schema, validate
+from ng_traj.cli import build, convert, schema, validate
 
 app = typer.Typer(
     name="ng-traj",
@@ -40,6 +40,7 @@ def _root(
 
 app.command("build")(build.command)
 app.command("validate")(validate.command)
+app.command("convert")(convert.command)
 app.command("schema")(schema.command)
 
 

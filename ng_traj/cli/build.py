@@ -25,7 +25,14 @@ def command(
         str | None,
         typer.Option("-o", "--output", help="Output file; '-' for standard output.", show_default=False),
     ] = None,
-    output_format: Annotated[str, typer.Option("--format", help="Output format: jsonl.")] = "jsonl",
+    output_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Output format: jsonl, or parquet (a dataset directory); default parquet when OUT ends in .parquet, else jsonl.",
+            show_default=False,
+        ),
+    ] = None,
     force_kind: Annotated[str | None, typer.Option("--as", help=KINDS_HELP, show_default=False)] = None,
     manifest: Annotated[
         Path | None,
@@ -48,6 +55,9 @@ def command(
     max_line_bytes: Annotated[
         int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Worker processes assembling rollouts (output identical to 1).", min=1)
+    ] = 1,
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """Assemble trajectories from retained artifacts: rollout rows and model-call capture stores.
@@ -73,5 +83,6 @@ def command(
         quiet=quiet,
         max_line_bytes=max_line_bytes,
         stdout_is_terminal=sys.stdout.isatty(),
+        jobs=jobs,
     )
     guarded(debug, lambda: run(request))

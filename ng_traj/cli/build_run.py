@@ -2,15 +2,18 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ng_traj.assemble.build import BuildOptions
+from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
@@ -38,19 +41,37 @@ class BuildRequest:
     quiet: bool
     max_line_bytes: int
     stdout_is_terminal: bool
+    jobs: int = 1
 
 
-def _check(request: BuildRequest) -> str:
+FORMATS = ("jsonl", "parquet")
+
+
+def output_format(requested: str | None, output: str) -> str:
+    """The output format: as requested, else ``parquet`` for a path ending in ``.parquet``, else ``jsonl``.
+
+    Raises:
+        RunError: An unknown format, or Parquet to standard output.
+    """
+    chosen = requested or ("parquet" if output.endswith(".parquet") else "jsonl")
+    if chosen not in FORMATS:
+        raise RunError(f"--format {requested!r}: choose from {', '.join(FORMATS)}")
+    if chosen == "parquet" and output == STDOUT:
+        raise RunError("a Parquet dataset is a directory: name it with -o (standard output takes JSONL only)")
+    return chosen
+
+
+def _check(request: BuildRequest) -> tuple[str, str]:
     kinds = (*KINDS, *sorted(READERS))
     if request.force_kind is not None and request.force_kind not in kinds:
         raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(kinds)}")
-    if request.output_format != "jsonl":
-        raise RunError(f"--format {request.output_format!r}: only jsonl is supported")
-    if request.output is None:
-        if request.stdout_is_terminal:
-            raise RunError("name an output file with -o (or -o - for standard output)")
-        return STDOUT
-    return request.output
+    if request.output is None and request.stdout_is_terminal:
+        raise RunError("name an output file with -o (or -o - for standard output)")
+    output = STDOUT if request.output is None else request.output
+    chosen = output_format(request.output_format, output)
+    if chosen == "parquet" and request.attach:
+        raise RunError("--attach writes rollout rows (JSONL); a Parquet dataset holds trajectories: drop one")
+    return output, chosen
 
 
 def _printer(request: BuildRequest, console) -> object:
@@ -66,7 +87,7 @@ def _printer(request: BuildRequest, console) -> object:
 
 def run(request: BuildRequest) -> int:
     """Run a build; returns the exit code (PRODUCT.md §10.15)."""
-    output = _check(request)
+    output, chosen = _check(request)
     console = stderr_console()
     sink = DiagnosticSink(_printer(request, console))  # type: ignore[arg-type]
     manifest = read_manifest(request.manifest, sink) if request.manifest else []
@@ -82,14 +103,28 @@ def run(request: BuildRequest) -> int:
     show_progress = console.is_terminal and not request.json_output
     columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with (
-        atomic_file(output) as handle,
+        _open_output(output, chosen) as (write, encode),
         Progress(*columns, console=console, transient=True, disable=not show_progress) as bar,
     ):
         task = bar.add_task("build", total=len(slots))
         sink.emit = _printer(request, bar.console)  # type: ignore[assignment]
-        summary = build(inputs, slots, stats, options, sink, handle.write, lambda _: bar.advance(task))
+        advance = lambda _: bar.advance(task)  # noqa: E731
+        summary = build(inputs, slots, stats, options, sink, write, advance, encode=encode, jobs=request.jobs)
     _render(summary, request, output, console)
     return EXIT_DATA if summary.empty_inputs else EXIT_OK
+
+
+@contextlib.contextmanager
+def _open_output(output: str, chosen: str) -> Iterator[tuple[Callable[[Any], Any], Encode]]:
+    """The atomic output: a JSONL file (or standard output) or a Parquet dataset (pyarrow loaded here)."""
+    if chosen == "parquet":
+        from ng_traj.writers.parquet import open_dataset
+
+        with open_dataset(output) as dataset:
+            yield dataset.add_rows, dataset.encoder()
+        return
+    with atomic_file(output) as handle:
+        yield handle.write, encode_line
 
 
 def _render(summary: BuildSummary, request: BuildRequest, output: str, console) -> None:

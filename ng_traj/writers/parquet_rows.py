@@ -1,0 +1,302 @@
+"""Rows of the Parquet dataset: a trajectory split into rows per table, and rows joined back.
+
+The Arrow schemas are in ``writers/parquet.py``; this module needs no pyarrow, so worker processes
+and the build import it cheaply. One table per entity (PRODUCT.md §5): ``trajectories``, ``invocations``, ``conversation_items``,
+``turns``, ``model_calls``, ``tool_calls``, ``gaps`` and ``compactions``. Every row carries the key
+columns ``trajectory_index`` (0-based position of its trajectory in the dataset, which is the line
+number minus one of the same build as JSONL; unique even when several runs share a rollout id),
+``rollout_id`` and ``task_id``, then its position in its parent list (``*_index``) and the entity's
+fields: ids, statuses and codes as strings, times as float64 UTC Unix **seconds**, durations and
+latencies as float64 **milliseconds**, token counts and HTTP statuses as int64, and open values
+(payloads, conversation items, questions, answers, tool outputs) as JSON text. Model-call refs are
+lists of ``{model_call_id, model_ref_type, model_ref_name, response_id}`` structs.
+
+Convenience columns exist only here, never in ``ng_trajectory``: ``agent`` (the row's
+``agent_ref.name``) and ``producer`` (the ``source`` of the observation bundle of highest
+precedence) on trajectories, ``role`` (from the build's role map by ``model_ref.name``) on model
+calls. ``compactions`` holds the ``ContextCompactionObservation`` records of the observation bundles
+a trajectory was projected from; ``ng_trajectory`` has no place for them, so they do not come back
+when a dataset is converted to JSONL.
+
+Rows are made from the JSON form of a record (``record_json`` parsed), so a row holds exactly what
+the JSONL line holds, and :func:`record_value` rebuilds that JSON value from the rows.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+
+@dataclass
+class Extras:
+    """What a trajectory's rows carry beyond the record (Parquet-only convenience columns).
+
+    Attributes:
+        agent: The rollout row's ``agent_ref.name``.
+        producer: ``source`` of the highest-precedence observation bundle projected.
+        compactions: ``(source, compaction observation as JSON)`` of every projected bundle.
+    """
+
+    agent: str | None = None
+    producer: str | None = None
+    compactions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def _json(value: Any) -> str | None:
+    return None if value is None else orjson.dumps(value).decode()
+
+
+def _ref(ref: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    if ref is None:
+        return None
+    model_ref = ref.get("model_ref") or {}
+    return {
+        "model_call_id": ref.get("model_call_id"),
+        "model_ref_type": model_ref.get("type"),
+        "model_ref_name": model_ref.get("name"),
+        "response_id": ref.get("response_id"),
+    }
+
+
+def _refs(refs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    return [_ref(ref) for ref in refs]  # type: ignore[misc]
+
+
+Rows = dict[str, list[tuple[Any, ...]]]
+
+
+def record_rows(index: int, record: Mapping[str, Any], extras: Extras, roles: Mapping[str, str]) -> Rows:
+    """Split one trajectory (its JSON value) into rows per table, each row a tuple in schema order.
+
+    Args:
+        index: The trajectory's position in the dataset.
+        record: The ``ng_trajectory`` JSON value, as ``record_json`` writes it.
+        extras: Convenience values and compaction observations.
+        roles: Model-server name -> role, for the ``role`` column (unmapped: null).
+    """
+    key = (index, record["rollout_id"], record["task_id"])
+    invocations, turns, calls = record["invocations"], record["turns"], record["model_calls"]
+    tools, gaps = record["tool_calls"], record["gaps"]
+    rows: Rows = {
+        "trajectories": [
+            (
+                *key,
+                record["schema_version"],
+                extras.agent,
+                extras.producer,
+                len(invocations),
+                len(turns),
+                len(calls),
+                len(tools),
+                len(gaps),
+            )
+        ],
+        "invocations": [],
+        "conversation_items": [],
+        "turns": [_turn_row(key, n, turn) for n, turn in enumerate(turns)],
+        "model_calls": [_call_row(key, n, call, roles) for n, call in enumerate(calls)],
+        "tool_calls": [_tool_row(key, n, tool) for n, tool in enumerate(tools)],
+        "gaps": [(*key, n, g["code"], g["invocation_id"], g["detail"]) for n, g in enumerate(gaps)],
+        "compactions": [_compaction_row(key, n, *pair) for n, pair in enumerate(extras.compactions)],
+    }
+    for n, invocation in enumerate(invocations):
+        conversation = invocation["conversation"]
+        rows["invocations"].append(
+            (
+                *key,
+                n,
+                invocation["invocation_id"],
+                invocation["parent_invocation_id"],
+                invocation["spawned_by_tool_call_id"],
+                invocation["status"],
+                invocation["duration_ms"],
+                invocation["error_type"],
+                _refs(invocation["model_calls"]),
+                len(conversation),
+            )
+        )
+        rows["conversation_items"].extend(
+            _item_row(key, n, invocation["invocation_id"], m, item) for m, item in enumerate(conversation)
+        )
+    return rows
+
+
+def _item_row(key: tuple, invocation: int, invocation_id: str, n: int, item: Any) -> tuple[Any, ...]:
+    fields = item if isinstance(item, dict) else {}
+    text = [fields.get(name) if isinstance(fields.get(name), str) else None for name in ("type", "role", "call_id")]
+    name = fields.get("name") if isinstance(fields.get("name"), str) else None
+    return (*key, invocation, invocation_id, n, *text, name, _json(item))
+
+
+def _turn_row(key: tuple, n: int, turn: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (
+        *key,
+        n,
+        turn["invocation_id"],
+        turn["turn_no"],
+        turn["timestamp"],
+        _json(turn["question"]),
+        _json(turn["answer"]),
+        _json(turn["reasoning_content"]),
+        turn["resolved"],
+        turn["step_count"],
+        _refs(turn["model_calls"]),
+    )
+
+
+def _call_row(key: tuple, n: int, call: Mapping[str, Any], roles: Mapping[str, str]) -> tuple[Any, ...]:
+    meta, tokens = call["response_metadata"], call["token_stats"]
+    model_ref = meta["model_ref"] or {}
+    name = model_ref.get("name")
+    return (
+        *key,
+        n,
+        call["model_call_id"],
+        call["started_at"],
+        call["completed_at"],
+        call["duration_ms"],
+        meta["response_id"],
+        model_ref.get("type"),
+        name,
+        roles.get(name) if name is not None else None,
+        meta["model"],
+        meta["dialect"],
+        meta["status_code"],
+        meta["response_status"],
+        meta["finish_reason"],
+        meta["error_category"],
+        meta["latency_ttft_ms"],
+        tokens["prompt_tokens"],
+        tokens["completion_tokens"],
+        tokens["reasoning_tokens"],
+        tokens["total_tokens"],
+        tokens["cached_tokens"],
+        _json(call["request"]),
+        _json(call["response"]),
+    )
+
+
+def _tool_row(key: tuple, n: int, tool: Mapping[str, Any]) -> tuple[Any, ...]:
+    names = ("invocation_id", "tool_call_id", "sandbox_id", "tool_name", "started_at", "completed_at")
+    rest = ("duration_ms", "timing_source", "status", "error_type")
+    return (*key, n, *(tool[name] for name in names), *(tool[name] for name in rest), _json(tool["output"]))
+
+
+def _compaction_row(key: tuple, n: int, source: str, compaction: Mapping[str, Any]) -> tuple[Any, ...]:
+    names = ("invocation_id", "observed_at", "trigger", "tokens_before", "tokens_after", "outcome", "summary")
+    return (
+        *key,
+        n,
+        source,
+        *(compaction.get(name) for name in names),
+        compaction.get("first_kept_item_id"),
+        _ref(compaction.get("before_model_call")),
+        _refs(compaction.get("model_calls") or []),
+        _ref(compaction.get("after_model_call")),
+    )
+
+
+@dataclass(frozen=True)
+class RowEncoder:
+    """Turns a built slot into its dataset rows (picklable, so ``--jobs`` workers make the rows).
+
+    Attributes:
+        roles: Model-server name -> role, for the ``role`` column of ``model_calls``.
+    """
+
+    roles: Mapping[str, str] = field(default_factory=dict)
+
+    def __call__(self, index: int, built: Any) -> Rows:
+        """Rows of ``built`` (an ``assemble.build.Built``) at dataset position ``index``."""
+        return record_rows(index, orjson.loads(built.line), built.extras, self.roles)
+
+
+# -- rows back to the record's JSON value ---------------------------------------------------------
+
+
+def _model_ref(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    if row["model_ref_type"] is None and row["model_ref_name"] is None:
+        return None
+    return {"type": row["model_ref_type"], "name": row["model_ref_name"]}
+
+
+def _unref(ref: Mapping[str, Any]) -> dict[str, Any]:
+    return {"model_call_id": ref["model_call_id"], "model_ref": _model_ref(ref), "response_id": ref["response_id"]}
+
+
+def _unjson(text: str | None) -> Any:
+    return None if text is None else orjson.loads(text)
+
+
+def _pick(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    return {name: row[name] for name in names}
+
+
+def record_value(tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The ``ng_trajectory`` JSON value of one trajectory from its rows (as dicts, in row order).
+
+    Raises:
+        orjson.JSONDecodeError: A JSON text column does not hold JSON.
+        KeyError: A column is missing.
+    """
+    head = tables["trajectories"][0]
+    items: dict[int, list[Any]] = {}
+    for row in tables["conversation_items"]:
+        items.setdefault(row["invocation_index"], []).append(_unjson(row["item"]))
+    invocations = [
+        {
+            **_pick(row, ("invocation_id", "parent_invocation_id", "spawned_by_tool_call_id", "status")),
+            **_pick(row, ("duration_ms", "error_type")),
+            "model_calls": [_unref(ref) for ref in row["model_calls"]],
+            "conversation": items.get(row["invocation_index"], []),
+        }
+        for row in tables["invocations"]
+    ]
+    return {
+        "schema_version": head["schema_version"],
+        "task_id": head["task_id"],
+        "rollout_id": head["rollout_id"],
+        "invocations": invocations,
+        "turns": [_unturn(row) for row in tables["turns"]],
+        "model_calls": [_uncall(row) for row in tables["model_calls"]],
+        "tool_calls": [_untool(row) for row in tables["tool_calls"]],
+        "gaps": [_pick(row, ("code", "invocation_id", "detail")) for row in tables["gaps"]],
+    }
+
+
+def _unturn(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        **_pick(row, ("invocation_id", "task_id", "rollout_id", "turn_no", "timestamp")),
+        "question": _unjson(row["question"]),
+        "answer": _unjson(row["answer"]),
+        "reasoning_content": _unjson(row["reasoning_content"]),
+        **_pick(row, ("resolved", "step_count")),
+        "model_calls": [_unref(ref) for ref in row["model_calls"]],
+    }
+
+
+def _uncall(row: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = ("model", "dialect", "status_code", "response_status", "finish_reason", "error_category")
+    tokens = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cached_tokens")
+    return {
+        **_pick(row, ("model_call_id", "started_at", "completed_at", "duration_ms")),
+        "request": _unjson(row["request"]),
+        "response": _unjson(row["response"]),
+        "response_metadata": {
+            "response_id": row["response_id"],
+            "model_ref": _model_ref(row),
+            **_pick(row, metadata),
+            "latency_ttft_ms": row["latency_ttft_ms"],
+        },
+        "token_stats": _pick(row, tokens),
+    }
+
+
+def _untool(row: Mapping[str, Any]) -> dict[str, Any]:
+    names = ("invocation_id", "tool_call_id", "sandbox_id", "tool_name", "started_at", "completed_at")
+    rest = ("duration_ms", "timing_source", "status", "error_type")
+    return {**_pick(row, names), **_pick(row, rest), "output": _unjson(row["output"])}
