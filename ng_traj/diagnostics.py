@@ -46,8 +46,6 @@ VALIDATE_CODES: dict[str, str] = {
     "tool_call_without_function_call": "a tool call has no function_call with its id in any conversation",
     "unknown_gap_code": "a gap code neither NeMo Gym nor ng-traj defines",
     "trajectory_missing": "a rollout row carries no ng_trajectory",
-    # Parquet datasets (writers/parquet.py)
-    "dataset_invalid": "a Parquet dataset lacks a table or column, or its rows do not form a trajectory",
 }
 """Codes of the line reader and of ``ng-traj validate``."""
 
@@ -68,7 +66,12 @@ BUILD_CODES: dict[str, str] = {
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 
-CODES: dict[str, str] = {**VALIDATE_CODES, **BUILD_CODES}
+DATASET_CODES: dict[str, str] = {
+    "dataset_invalid": "a Parquet dataset lacks a table or column, or its rows do not form a trajectory",
+}
+"""Codes of reading a Parquet dataset back (``ng-traj validate``, ``ng-traj convert``)."""
+
+CODES: dict[str, str] = {**VALIDATE_CODES, **DATASET_CODES, **BUILD_CODES}
 """Every diagnostic code, for the README and ``ng-traj validate``."""
 
 LINE_SKIP_CODES = (
