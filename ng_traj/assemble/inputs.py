@@ -8,6 +8,7 @@ name, or the manifest's rollout id) and store folder; nothing is read yet beyond
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -107,17 +108,27 @@ def discover(
     inputs = Inputs()
     attributed = {entry.path.resolve(): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]
-    seen: set[Path] = set()
+    seen: set[object] = set()
     for named in [*paths, *(entry.path for entry in manifest)]:
+        named_entry = attributed.get(named.resolve()) if attributed else None
         for file in walk(named):
-            resolved = file.resolve()
-            if resolved in seen:
+            identity = _file_identity(file)
+            if identity in seen:
                 continue
-            seen.add(resolved)
-            entry = attributed.get(resolved) or attributed.get(named.resolve())
+            seen.add(identity)
+            entry = (attributed.get(file.resolve()) or named_entry) if attributed else None
             _classify(inputs, file, str(named), file == named, force_kind, entry, sink)
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     return inputs
+
+
+def _file_identity(file: Path) -> object:
+    """The same file reached by two paths (symlinks, overlapping inputs) has one identity."""
+    try:
+        stat = os.stat(file)
+    except OSError:
+        return file.resolve()
+    return (stat.st_dev, stat.st_ino)
 
 
 def _classify(

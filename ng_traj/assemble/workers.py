@@ -13,13 +13,14 @@ inherited threads or open outputs of the parent).
 
 from __future__ import annotations
 
+import gc
 import multiprocessing
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from ng_traj.assemble.build import BuildOptions, Encode, Outcome, assemble_slot, outcome
+from ng_traj.assemble.build import BUILD_GC_THRESHOLD, BuildOptions, Encode, Outcome, assemble_slot, outcome
 from ng_traj.assemble.plan import Slot
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 
@@ -33,6 +34,8 @@ _state: dict[str, Any] = {}
 
 def _start(options: BuildOptions, encode: Encode) -> None:
     _state["options"], _state["encode"] = options, encode
+    gc.freeze()
+    gc.set_threshold(*BUILD_GC_THRESHOLD)
 
 
 def _build_chunk(start: int, chunk: Sequence[Slot]) -> list[Outcome]:

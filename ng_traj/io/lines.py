@@ -159,11 +159,13 @@ def iter_json_lines(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_
                 yield JsonLine(name, number, start, size, None, problem)
                 continue
             offset += len(chunk)
-            stripped = chunk.strip()
-            if not stripped:
+            if chunk.isspace():
                 continue
-            at_eof = not chunk.endswith(b"\n")
-            value, problem = decode_line(stripped, (name, number, start), at_eof=at_eof)
+            try:
+                value, problem = orjson.loads(chunk), None
+            except orjson.JSONDecodeError:
+                at_eof = not chunk.endswith(b"\n")
+                value, problem = decode_line(chunk.strip(), (name, number, start), at_eof=at_eof)
             yield JsonLine(name, number, start, len(chunk), value, problem)
 
 
