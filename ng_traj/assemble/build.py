@@ -214,7 +214,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         capture_calls=capture.calls if keep_payloads else without_payloads(capture.calls),
         capture_gaps=capture.gaps,
         transcript_calls=bundles.transcript_calls,
-        fallback=fallback_invocation(row) if row is not None else None,
+        fallback=(lambda: fallback_invocation(row)) if row is not None else None,
         build_gaps=[*_identity_gap(slot), *slot.build_gaps],
     )
     record, failed = build_trajectory(inputs)

@@ -29,6 +29,7 @@ from ng_traj.contract.conversation import ConversationItem
 from ng_traj.sources.capture import CaptureEvidence
 
 _ITEM = TypeAdapter(ConversationItem)
+_ITEMS = TypeAdapter(list[ConversationItem])
 _RECORD_FIELDS = tuple(ModelCallRecord.model_fields)
 REDACTION_GAP = "multimodal_history_redacted"
 
@@ -123,6 +124,10 @@ def validated_bundle(value: Any) -> AgentObservationBundle | None:
 
 def conversation_items(values: Sequence[Any]) -> tuple[list[Any], int]:
     """Validate candidate conversation items; return the valid ones and how many were dropped."""
+    try:
+        return _ITEMS.validate_python(values), 0
+    except ValidationError:
+        pass
     items, dropped = [], 0
     for value in values:
         try:
