@@ -7,8 +7,9 @@ diagnostics strictly in slot order, so output bytes, diagnostics and summary are
 one process (PRODUCT.md §8). At most :data:`WINDOW` chunks per worker are in flight, which bounds
 memory by a few chunks of rollouts whatever the corpus size.
 
-Workers start from a fork server that has imported the build modules once (``forkserver``: no
-inherited threads or open outputs of the parent).
+Workers are forked where the platform can (they start at once with the build modules loaded and
+only ever use their own sink, never the parent's console or outputs), else started by a fork
+server that has imported the build modules.
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ def _build_chunk(start: int, chunk: Sequence[Slot]) -> list[Outcome]:
 
 
 def _context() -> multiprocessing.context.BaseContext:
+    if "fork" in multiprocessing.get_all_start_methods():
+        return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["ng_traj.assemble.workers"])
     return context
