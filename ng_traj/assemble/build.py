@@ -61,13 +61,19 @@ class BuildOptions:
 class Built:
     """One assembled slot: the trajectory, the bytes to write, and what the summary needs.
 
-    ``extras`` carries what only the Parquet dataset holds (agent, producer, compactions).
+    ``attached`` is the ``--attach`` output line; ``extras`` carries what only the Parquet dataset
+    holds (agent, producer, compactions).
     """
 
     record: TrajectoryRecord
-    line: bytes
+    attached: bytes | None = None
     failed: Exception | None = None
     extras: Extras = field(default_factory=Extras)
+
+    @property
+    def line(self) -> bytes:
+        """The JSONL output line: the attached row, else the record (serialised only when asked for)."""
+        return self.attached if self.attached is not None else record_json(self.record) + b"\n"
 
 
 @dataclass(frozen=True, slots=True)
@@ -232,7 +238,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
     extras = _extras(row, bundles.values)
     if not options.attach:
-        return Built(record, record_json(record) + b"\n", failed, extras)
+        return Built(record, None, failed, extras)
     attached = _attached_row(row, record, bundles.joined, capture, options)
     return Built(record, row_json(attached) + b"\n", failed, extras)
 

@@ -23,10 +23,15 @@ def record_json(record: BaseModel) -> bytes:
     (payloads, conversation parts) are JSON values already, which orjson writes several times faster
     than pydantic's type inference does.
     """
-    return orjson.dumps(record, default=_fields)
+    return orjson.dumps(record, default=model_fields)
 
 
-def _fields(value: Any) -> dict[str, Any]:
+def model_fields(value: Any) -> dict[str, Any]:
+    """A contract model as its fields in declaration order, then its extra keys (orjson's ``default``).
+
+    Raises:
+        TypeError: ``value`` is not a pydantic model (orjson reports it).
+    """
     if not isinstance(value, BaseModel):
         raise TypeError(f"{type(value).__name__} is not a contract model")
     fields = {name: getattr(value, name) for name in type(value).model_fields}

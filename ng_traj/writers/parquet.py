@@ -28,6 +28,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import RunError
 from ng_traj.io.atomic import atomic_directory
 from ng_traj.writers.parquet_rows import Extras, RowEncoder, Rows, record_rows, record_value
@@ -165,7 +166,7 @@ JSON_COLUMNS = {
 """Columns holding JSON text (``null`` stored as a missing value)."""
 
 
-ROW_GROUP_BYTES = 32 << 20
+ROW_GROUP_BYTES = 8 << 20
 """A table's buffered rows are written as a row group from about this many bytes of text."""
 ROW_GROUP_ROWS = 100_000
 """... or from this many rows."""
@@ -182,6 +183,11 @@ def table_path(directory: Path, table: str) -> Path:
 def is_dataset(path: Path) -> bool:
     """True when ``path`` is a directory holding a ``trajectories.parquet`` table."""
     return path.is_dir() and table_path(path, "trajectories").is_file()
+
+
+def _plain_columns(table: str) -> list[str]:
+    """Columns worth a dictionary and statistics: all but the JSON text ones (large, mostly unique)."""
+    return [name for name in SCHEMAS[table].names if name not in JSON_COLUMNS.get(table, ())]
 
 
 def _weight(row: tuple[Any, ...]) -> int:
@@ -207,6 +213,8 @@ class DatasetWriter:
                 table_path(directory, name),
                 schema.with_metadata({"ng_traj.table": name, "ng_traj.dataset_version": DATASET_VERSION}),
                 compression=COMPRESSION,
+                use_dictionary=_plain_columns(name),
+                write_statistics=_plain_columns(name),
             )
             for name, schema in SCHEMAS.items()
         }
@@ -215,8 +223,8 @@ class DatasetWriter:
         """What turns a built slot into rows for :meth:`add_rows` (with this writer's roles)."""
         return RowEncoder(self.roles)
 
-    def add(self, record: Mapping[str, Any], extras: Extras) -> None:
-        """Append one trajectory (``record``: its ``ng_trajectory`` JSON value)."""
+    def add(self, record: TrajectoryRecord, extras: Extras) -> None:
+        """Append one trajectory."""
         self.add_rows(record_rows(self.count, record, extras, self.roles))
 
     def add_rows(self, rows: Rows) -> None:

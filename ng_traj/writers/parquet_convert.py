@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
 from pydantic import ValidationError
 
 from ng_traj.contract import AgentObservationBundle, ContextCompactionObservation, TrajectoryRecord
@@ -82,7 +81,7 @@ def jsonl_to_dataset(
             if record is None:
                 counts.skipped += 1
                 continue
-            dataset.add(orjson.loads(record_json(record)), _row_extras(row) if is_row else Extras())
+            dataset.add(record, _row_extras(row) if is_row else Extras())
             counts.written += 1
     return counts
 

@@ -18,8 +18,8 @@ calls. ``compactions`` holds the ``ContextCompactionObservation`` records of the
 a trajectory was projected from; ``ng_trajectory`` has no place for them, so they do not come back
 when a dataset is converted to JSONL.
 
-Rows are made from the JSON form of a record (``record_json`` parsed), so a row holds exactly what
-the JSONL line holds, and :func:`record_value` rebuilds that JSON value from the rows.
+Rows are made from a validated record, open values serialised as ``record_json`` serialises them,
+so a row holds exactly what the JSONL line holds; :func:`record_value` rebuilds that JSON value.
 """
 
 from __future__ import annotations
@@ -29,6 +29,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
+
+from ng_traj.contract import TrajectoryModelCall, TrajectoryRecord, TrajectoryToolCall, TrajectoryTurn
+from ng_traj.writers.jsonl import model_fields
 
 
 @dataclass
@@ -47,143 +50,154 @@ class Extras:
 
 
 def _json(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value).decode()
+    return None if value is None else orjson.dumps(value, default=model_fields).decode()
 
 
-def _ref(ref: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def _ref(ref: Any) -> dict[str, Any] | None:
     if ref is None:
         return None
-    model_ref = ref.get("model_ref") or {}
-    return {
-        "model_call_id": ref.get("model_call_id"),
-        "model_ref_type": model_ref.get("type"),
-        "model_ref_name": model_ref.get("name"),
-        "response_id": ref.get("response_id"),
-    }
+    if isinstance(ref, Mapping):
+        model_ref = ref.get("model_ref") or {}
+        values = (ref.get("model_call_id"), model_ref.get("type"), model_ref.get("name"), ref.get("response_id"))
+    else:
+        model_ref = ref.model_ref
+        values = (
+            ref.model_call_id,
+            *((model_ref.type, model_ref.name) if model_ref else (None, None)),
+            ref.response_id,
+        )
+    return dict(zip(REF_FIELDS, values, strict=True))
 
 
-def _refs(refs: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
+REF_FIELDS = ("model_call_id", "model_ref_type", "model_ref_name", "response_id")
+
+
+def _refs(refs: Iterable[Any]) -> list[dict[str, Any]]:
     return [_ref(ref) for ref in refs]  # type: ignore[misc]
 
 
 Rows = dict[str, list[tuple[Any, ...]]]
 
 
-def record_rows(index: int, record: Mapping[str, Any], extras: Extras, roles: Mapping[str, str]) -> Rows:
-    """Split one trajectory (its JSON value) into rows per table, each row a tuple in schema order.
+def record_rows(index: int, record: TrajectoryRecord, extras: Extras, roles: Mapping[str, str]) -> Rows:
+    """Split one trajectory into rows per table, each row a tuple in schema order.
+
+    Open values are written as JSON text with ``record_json``'s own rules, so they hold exactly what
+    the JSONL line holds.
 
     Args:
         index: The trajectory's position in the dataset.
-        record: The ``ng_trajectory`` JSON value, as ``record_json`` writes it.
+        record: The trajectory.
         extras: Convenience values and compaction observations.
         roles: Model-server name -> role, for the ``role`` column (unmapped: null).
     """
-    key = (index, record["rollout_id"], record["task_id"])
-    invocations, turns, calls = record["invocations"], record["turns"], record["model_calls"]
-    tools, gaps = record["tool_calls"], record["gaps"]
+    key = (index, record.rollout_id, record.task_id)
+    counts = (len(record.invocations), len(record.turns), len(record.model_calls), len(record.tool_calls))
     rows: Rows = {
-        "trajectories": [
-            (
-                *key,
-                record["schema_version"],
-                extras.agent,
-                extras.producer,
-                len(invocations),
-                len(turns),
-                len(calls),
-                len(tools),
-                len(gaps),
-            )
-        ],
+        "trajectories": [(*key, record.schema_version, extras.agent, extras.producer, *counts, len(record.gaps))],
         "invocations": [],
         "conversation_items": [],
-        "turns": [_turn_row(key, n, turn) for n, turn in enumerate(turns)],
-        "model_calls": [_call_row(key, n, call, roles) for n, call in enumerate(calls)],
-        "tool_calls": [_tool_row(key, n, tool) for n, tool in enumerate(tools)],
-        "gaps": [(*key, n, g["code"], g["invocation_id"], g["detail"]) for n, g in enumerate(gaps)],
+        "turns": [_turn_row(key, n, turn) for n, turn in enumerate(record.turns)],
+        "model_calls": [_call_row(key, n, call, roles) for n, call in enumerate(record.model_calls)],
+        "tool_calls": [_tool_row(key, n, tool) for n, tool in enumerate(record.tool_calls)],
+        "gaps": [(*key, n, g.code, g.invocation_id, g.detail) for n, g in enumerate(record.gaps)],
         "compactions": [_compaction_row(key, n, *pair) for n, pair in enumerate(extras.compactions)],
     }
-    for n, invocation in enumerate(invocations):
-        conversation = invocation["conversation"]
+    for n, invocation in enumerate(record.invocations):
+        conversation = invocation.conversation
         rows["invocations"].append(
             (
                 *key,
                 n,
-                invocation["invocation_id"],
-                invocation["parent_invocation_id"],
-                invocation["spawned_by_tool_call_id"],
-                invocation["status"],
-                invocation["duration_ms"],
-                invocation["error_type"],
-                _refs(invocation["model_calls"]),
+                invocation.invocation_id,
+                invocation.parent_invocation_id,
+                invocation.spawned_by_tool_call_id,
+                invocation.status,
+                invocation.duration_ms,
+                invocation.error_type,
+                _refs(invocation.model_calls),
                 len(conversation),
             )
         )
         rows["conversation_items"].extend(
-            _item_row(key, n, invocation["invocation_id"], m, item) for m, item in enumerate(conversation)
+            _item_row(key, n, invocation.invocation_id, m, item) for m, item in enumerate(conversation)
         )
     return rows
 
 
+def _text(item: Any, name: str) -> str | None:
+    value = getattr(item, name, None)
+    return value if isinstance(value, str) else None
+
+
 def _item_row(key: tuple, invocation: int, invocation_id: str, n: int, item: Any) -> tuple[Any, ...]:
-    fields = item if isinstance(item, dict) else {}
-    text = [fields.get(name) if isinstance(fields.get(name), str) else None for name in ("type", "role", "call_id")]
-    name = fields.get("name") if isinstance(fields.get("name"), str) else None
-    return (*key, invocation, invocation_id, n, *text, name, _json(item))
+    names = ("type", "role", "call_id", "name")
+    return (*key, invocation, invocation_id, n, *(_text(item, name) for name in names), _json(item))
 
 
-def _turn_row(key: tuple, n: int, turn: Mapping[str, Any]) -> tuple[Any, ...]:
+def _turn_row(key: tuple, n: int, turn: TrajectoryTurn) -> tuple[Any, ...]:
     return (
         *key,
         n,
-        turn["invocation_id"],
-        turn["turn_no"],
-        turn["timestamp"],
-        _json(turn["question"]),
-        _json(turn["answer"]),
-        _json(turn["reasoning_content"]),
-        turn["resolved"],
-        turn["step_count"],
-        _refs(turn["model_calls"]),
+        turn.invocation_id,
+        turn.turn_no,
+        turn.timestamp,
+        _json(turn.question),
+        _json(turn.answer),
+        _json(turn.reasoning_content),
+        turn.resolved,
+        turn.step_count,
+        _refs(turn.model_calls),
     )
 
 
-def _call_row(key: tuple, n: int, call: Mapping[str, Any], roles: Mapping[str, str]) -> tuple[Any, ...]:
-    meta, tokens = call["response_metadata"], call["token_stats"]
-    model_ref = meta["model_ref"] or {}
-    name = model_ref.get("name")
+def _call_row(key: tuple, n: int, call: TrajectoryModelCall, roles: Mapping[str, str]) -> tuple[Any, ...]:
+    meta, tokens = call.response_metadata, call.token_stats
+    ref_type, name = (meta.model_ref.type, meta.model_ref.name) if meta.model_ref is not None else (None, None)
     return (
         *key,
         n,
-        call["model_call_id"],
-        call["started_at"],
-        call["completed_at"],
-        call["duration_ms"],
-        meta["response_id"],
-        model_ref.get("type"),
+        call.model_call_id,
+        call.started_at,
+        call.completed_at,
+        call.duration_ms,
+        meta.response_id,
+        ref_type,
         name,
         roles.get(name) if name is not None else None,
-        meta["model"],
-        meta["dialect"],
-        meta["status_code"],
-        meta["response_status"],
-        meta["finish_reason"],
-        meta["error_category"],
-        meta["latency_ttft_ms"],
-        tokens["prompt_tokens"],
-        tokens["completion_tokens"],
-        tokens["reasoning_tokens"],
-        tokens["total_tokens"],
-        tokens["cached_tokens"],
-        _json(call["request"]),
-        _json(call["response"]),
+        meta.model,
+        meta.dialect,
+        meta.status_code,
+        meta.response_status,
+        meta.finish_reason,
+        meta.error_category,
+        meta.latency_ttft_ms,
+        tokens.prompt_tokens,
+        tokens.completion_tokens,
+        tokens.reasoning_tokens,
+        tokens.total_tokens,
+        tokens.cached_tokens,
+        _json(call.request),
+        _json(call.response),
     )
 
 
-def _tool_row(key: tuple, n: int, tool: Mapping[str, Any]) -> tuple[Any, ...]:
-    names = ("invocation_id", "tool_call_id", "sandbox_id", "tool_name", "started_at", "completed_at")
-    rest = ("duration_ms", "timing_source", "status", "error_type")
-    return (*key, n, *(tool[name] for name in names), *(tool[name] for name in rest), _json(tool["output"]))
+def _tool_row(key: tuple, n: int, tool: TrajectoryToolCall) -> tuple[Any, ...]:
+    return (
+        *key,
+        n,
+        tool.invocation_id,
+        tool.tool_call_id,
+        tool.sandbox_id,
+        tool.tool_name,
+        tool.started_at,
+        tool.completed_at,
+        tool.duration_ms,
+        tool.timing_source,
+        tool.status,
+        tool.error_type,
+        _json(tool.output),
+    )
 
 
 def _compaction_row(key: tuple, n: int, source: str, compaction: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -212,7 +226,7 @@ class RowEncoder:
 
     def __call__(self, index: int, built: Any) -> Rows:
         """Rows of ``built`` (an ``assemble.build.Built``) at dataset position ``index``."""
-        return record_rows(index, orjson.loads(built.line), built.extras, self.roles)
+        return record_rows(index, built.record, built.extras, self.roles)
 
 
 # -- rows back to the record's JSON value ---------------------------------------------------------
