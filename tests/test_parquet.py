@@ -19,7 +19,7 @@ import orjson
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import FIXTURES, ROOT, run_cli
+from conftest import FIXTURES, ROOT, generated_corpus, run_cli
 from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.contract import TrajectoryRecord
@@ -65,7 +65,7 @@ def test_build_to_parquet_converts_back_to_the_jsonl_build(tmp_path, name):
     assert result.stdout.encode() == (FIXTURES / "build" / name / "expected.jsonl").read_bytes()
 
 
-def test_record_json_is_pydantics_serialisation(corpus, tmp_path):
+def test_record_json_is_pydantics_serialisation(small_corpus, tmp_path):
     for golden in GOLDENS:
         for line in golden.read_bytes().splitlines():
             record = TrajectoryRecord.model_validate_json(line)
@@ -75,7 +75,7 @@ def test_record_json_is_pydantics_serialisation(corpus, tmp_path):
         assert record_json(record) == record.model_dump_json().encode()
     # A generated corpus: three dialects, streams, long histories, bundles with every record kind.
     out = tmp_path / "corpus.jsonl"
-    assert run_cli("build", corpus, "-o", out, "-q").exit_code == 0
+    assert run_cli("build", small_corpus, "-o", out, "-q").exit_code == 0
     for line in out.read_bytes().splitlines():
         assert TrajectoryRecord.model_validate_json(line).model_dump_json().encode() == line
 
@@ -246,12 +246,8 @@ def test_parquet_refuses_standard_output_and_attach(tmp_path):
 
 @pytest.fixture(scope="module")
 def corpus(tmp_path_factory) -> Path:
-    sys.path.insert(0, str(ROOT / "bench"))
-    from corpus import generate
-
-    root = tmp_path_factory.mktemp("corpus")
-    generate(root, rollouts=400, calls=12, seed=3)
-    return root
+    """Large enough (about 150 MB) that a build is still running when it is killed."""
+    return generated_corpus(tmp_path_factory.mktemp("corpus"), 400, 12, 3)
 
 
 def _snapshot(path: Path) -> dict[str, bytes]:
