@@ -30,7 +30,6 @@ from ng_traj.sources.capture import CaptureEvidence
 
 _ITEM = TypeAdapter(ConversationItem)
 _ITEMS = TypeAdapter(list[ConversationItem])
-_RECORD_FIELDS = tuple(ModelCallRecord.model_fields)
 REDACTION_GAP = "multimodal_history_redacted"
 
 
@@ -53,7 +52,7 @@ class CaptureState:
 
 def record_mapping(record: ModelCallRecord) -> dict[str, Any]:
     """A ``ModelCallRecord`` as a plain mapping, without copying its payloads."""
-    return {name: getattr(record, name) for name in _RECORD_FIELDS}
+    return dict(record.__dict__)
 
 
 def capture_from_evidence(evidence: CaptureEvidence | None, error: bool = False) -> CaptureState:

@@ -32,11 +32,18 @@ def model_fields(value: Any) -> dict[str, Any]:
     Raises:
         TypeError: ``value`` is not a pydantic model (orjson reports it).
     """
-    if not isinstance(value, BaseModel):
-        raise TypeError(f"{type(value).__name__} is not a contract model")
-    fields = {name: getattr(value, name) for name in type(value).model_fields}
+    names = _FIELD_NAMES.get(type(value))
+    if names is None:
+        if not isinstance(value, BaseModel):
+            raise TypeError(f"{type(value).__name__} is not a contract model")
+        names = _FIELD_NAMES[type(value)] = tuple(type(value).model_fields)
+    values = value.__dict__
+    fields = {name: values[name] for name in names}
     extra = value.__pydantic_extra__
     return {**fields, **extra} if extra else fields
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def row_json(row: dict[str, Any]) -> bytes:
