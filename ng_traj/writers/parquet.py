@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import RunError
 from ng_traj.io.atomic import atomic_directory
-from ng_traj.writers.parquet_rows import Extras, RowEncoder, Rows, record_rows, record_value
+from ng_traj.writers.parquet_rows import Encoded, Extras, RowEncoder, record_rows, record_value
 
 KEY_FIELDS = [
     pa.field("trajectory_index", pa.int64(), nullable=False),
@@ -172,7 +172,6 @@ ROW_GROUP_ROWS = 100_000
 """... or from this many rows."""
 COMPRESSION = "zstd"
 DATASET_VERSION = "1"
-_ROW_OVERHEAD = 64
 
 
 def table_path(directory: Path, table: str) -> Path:
@@ -188,10 +187,6 @@ def is_dataset(path: Path) -> bool:
 def _plain_columns(table: str) -> list[str]:
     """Columns worth a dictionary and statistics: all but the JSON text ones (large, mostly unique)."""
     return [name for name in SCHEMAS[table].names if name not in JSON_COLUMNS.get(table, ())]
-
-
-def _weight(row: tuple[Any, ...]) -> int:
-    return _ROW_OVERHEAD + sum(len(value) for value in row if type(value) is str)
 
 
 class DatasetWriter:
@@ -225,15 +220,13 @@ class DatasetWriter:
 
     def add(self, record: TrajectoryRecord, extras: Extras) -> None:
         """Append one trajectory."""
-        self.add_rows(record_rows(self.count, record, extras, self.roles))
+        self.add_rows(Encoded.of(record_rows(self.count, record, extras, self.roles)))
 
-    def add_rows(self, rows: Rows) -> None:
+    def add_rows(self, encoded: Encoded) -> None:
         """Append the rows of the next trajectory (made for position :attr:`count`, here or in a worker)."""
-        for name, table_rows in rows.items():
-            if not table_rows:
-                continue
-            self._buffers[name].extend(table_rows)
-            self._weights[name] += sum(map(_weight, table_rows))
+        for name, weight in encoded.weights.items():
+            self._buffers[name].extend(encoded.rows[name])
+            self._weights[name] += weight
             if self._weights[name] >= ROW_GROUP_BYTES or len(self._buffers[name]) >= ROW_GROUP_ROWS:
                 self._flush(name)
         self.count += 1

@@ -78,6 +78,26 @@ def _refs(refs: Iterable[Any]) -> list[dict[str, Any]]:
 
 Rows = dict[str, list[tuple[Any, ...]]]
 
+_ROW_OVERHEAD = 64
+
+
+def weight(rows: list[tuple[Any, ...]]) -> int:
+    """Approximate bytes of some rows: their text, plus a fixed amount per row (row-group sizing)."""
+    return sum(_ROW_OVERHEAD + sum(len(value) for value in row if type(value) is str) for row in rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """One trajectory's rows per table and their :func:`weight` per table (computed where the rows are made)."""
+
+    rows: Rows
+    weights: dict[str, int]
+
+    @classmethod
+    def of(cls, rows: Rows) -> Encoded:
+        """Rows with their weights."""
+        return cls(rows, {name: weight(table) for name, table in rows.items() if table})
+
 
 def record_rows(index: int, record: TrajectoryRecord, extras: Extras, roles: Mapping[str, str]) -> Rows:
     """Split one trajectory into rows per table, each row a tuple in schema order.
@@ -224,9 +244,9 @@ class RowEncoder:
 
     roles: Mapping[str, str] = field(default_factory=dict)
 
-    def __call__(self, index: int, built: Any) -> Rows:
+    def __call__(self, index: int, built: Any) -> Encoded:
         """Rows of ``built`` (an ``assemble.build.Built``) at dataset position ``index``."""
-        return record_rows(index, built.record, built.extras, self.roles)
+        return Encoded.of(record_rows(index, built.record, built.extras, self.roles))
 
 
 # -- rows back to the record's JSON value ---------------------------------------------------------
