@@ -171,6 +171,7 @@ ROW_GROUP_BYTES = 8 << 20
 ROW_GROUP_ROWS = 100_000
 """... or from this many rows."""
 COMPRESSION = "zstd"
+COMPRESSION_LEVEL = 1
 DATASET_VERSION = "1"
 
 
@@ -187,6 +188,11 @@ def is_dataset(path: Path) -> bool:
 def _plain_columns(table: str) -> list[str]:
     """Columns worth a dictionary and statistics: all but the JSON text ones (large, mostly unique)."""
     return [name for name in SCHEMAS[table].names if name not in JSON_COLUMNS.get(table, ())]
+
+
+def _json_array(values: tuple[bytes | None, ...]) -> pa.Array:
+    """A string array from JSON texts already encoded as UTF-8 by orjson (no decoding, no re-validation)."""
+    return pa.array(values, type=pa.binary()).view(pa.string())
 
 
 class DatasetWriter:
@@ -208,6 +214,7 @@ class DatasetWriter:
                 table_path(directory, name),
                 schema.with_metadata({"ng_traj.table": name, "ng_traj.dataset_version": DATASET_VERSION}),
                 compression=COMPRESSION,
+                compression_level=COMPRESSION_LEVEL,
                 use_dictionary=_plain_columns(name),
                 write_statistics=_plain_columns(name),
             )
@@ -236,8 +243,10 @@ class DatasetWriter:
         if not rows:
             return
         schema = SCHEMAS[name]
+        json_columns = JSON_COLUMNS.get(name, ())
         columns = [
-            pa.array(list(values), type=f.type) for f, values in zip(schema, zip(*rows, strict=True), strict=True)
+            _json_array(values) if f.name in json_columns else pa.array(values, type=f.type)
+            for f, values in zip(schema, zip(*rows, strict=True), strict=True)
         ]
         self._files[name].write_table(pa.Table.from_arrays(columns, schema=schema), row_group_size=len(rows))
         self._buffers[name] = []

@@ -49,8 +49,13 @@ class Extras:
     compactions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
 
 
-def _json(value: Any) -> str | None:
-    return None if value is None else orjson.dumps(value, default=model_fields).decode()
+def _json(value: Any) -> bytes | None:
+    """JSON text as UTF-8 bytes (Arrow takes them without decoding; see ``writers/parquet.py``).
+
+    Copied once to its exact size: orjson's result keeps the slack of its growing buffer (up to
+    twice the text), which rows waiting for their row group would otherwise hold.
+    """
+    return None if value is None else memoryview(orjson.dumps(value, default=model_fields)).tobytes()
 
 
 def _ref(ref: Any) -> dict[str, Any] | None:
@@ -83,7 +88,7 @@ _ROW_OVERHEAD = 64
 
 def weight(rows: list[tuple[Any, ...]]) -> int:
     """Approximate bytes of some rows: their text, plus a fixed amount per row (row-group sizing)."""
-    return sum(_ROW_OVERHEAD + sum(len(value) for value in row if type(value) is str) for row in rows)
+    return sum(_ROW_OVERHEAD + sum(len(value) for value in row if type(value) in (str, bytes)) for row in rows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +151,9 @@ def record_rows(index: int, record: TrajectoryRecord, extras: Extras, roles: Map
 
 
 def _text(item: Any, name: str) -> str | None:
-    value = getattr(item, name, None)
+    value = item.__dict__.get(name)
+    if value is None and item.__pydantic_extra__:
+        value = item.__pydantic_extra__.get(name)
     return value if isinstance(value, str) else None
 
 
