@@ -9,7 +9,8 @@ then timed in child processes, one at a time:
   files at once), nothing else, in one process (PRODUCT.md §7);
 * ``ng-traj build`` to JSONL and to Parquet, with ``--jobs 1`` and ``--jobs 2``.
 
-Printed per run: input MB, seconds, MB/s, rollouts/s, peak RSS (of the largest process, from
+First, how much parallel capacity the machine has right now (two busy processes against one), since
+``--jobs 2`` cannot go faster than that. Printed per run: input MB, seconds, MB/s, rollouts/s, peak RSS (of the largest process, from
 ``wait4``), the ratio to the parse floor's speed, and the speed-up of two jobs over one. Last, how
 peak RSS grew per rollout between the two sizes. The targets (PRODUCT.md §7): ratio >= 0.5 with one
 job, speed-up >= 1.6 with two, growth of at most a few hundred bytes per rollout.
@@ -18,6 +19,7 @@ job, speed-up >= 1.6 with two, growth of at most a few hundred bytes per rollout
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -30,8 +32,6 @@ import orjson
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
-
-import contextlib
 
 from corpus import generate  # noqa: E402
 
@@ -74,6 +74,21 @@ def timed(label: str, command: list[str]) -> Run:
     seconds = time.perf_counter() - start
     process.returncode = os.waitstatus_to_exitcode(status)
     return Run(label, seconds, usage.ru_maxrss / 1024, process.returncode)
+
+
+_BUSY = "x = 0\nfor i in range(20_000_000):\n    x += i\n"
+
+
+def parallel_capacity() -> float:
+    """How much more work two busy processes do than one, now, on this machine (2.0 on two free cores)."""
+    command = [sys.executable, "-c", _BUSY]
+    start = time.perf_counter()
+    subprocess.run(command, check=True)
+    one = time.perf_counter() - start
+    start = time.perf_counter()
+    for process in [subprocess.Popen(command) for _ in range(2)]:
+        process.wait()
+    return 2 * one / (time.perf_counter() - start)
 
 
 def corpus(workdir: Path, size_mb: int, calls: int, seed: int) -> tuple[Path, int, int]:
@@ -132,6 +147,7 @@ def main() -> None:
         parse_floor(args.floor)
         return
     args.workdir.mkdir(parents=True, exist_ok=True)
+    print(f"parallel capacity now: two busy processes do {parallel_capacity():.2f}x the work of one (2.00 when free)")
     sizes = sorted(args.sizes_mb)
     measured = {size: bench_size(args.workdir, size, args) for size in sizes}
     if len(sizes) < 2:
