@@ -7,7 +7,9 @@ then timed in child processes, one at a time:
 
 * the *parse floor*: read every line of every input file and ``orjson.loads`` it (whole ``.json``
   files at once), nothing else, in one process (PRODUCT.md §7);
-* ``ng-traj build`` to JSONL and to Parquet, with ``--jobs 1`` and ``--jobs 2``.
+* ``ng-traj build`` to JSONL and to Parquet, with ``--jobs 1`` and ``--jobs 2``;
+
+each ``--repeat`` times (the fastest run is shown, peak RSS is the largest seen).
 
 First, how much parallel capacity the machine has right now (two busy processes against one), since
 ``--jobs 2`` cannot go faster than that. Printed per run: input MB, seconds, MB/s, rollouts/s, peak RSS (of the largest process, from
@@ -66,14 +68,32 @@ class Run:
     code: int
 
 
-def timed(label: str, command: list[str]) -> Run:
-    """Run ``command``; return its wall time and the peak RSS of its largest process."""
-    start = time.perf_counter()
-    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    _, status, usage = os.wait4(process.pid, 0)
-    seconds = time.perf_counter() - start
-    process.returncode = os.waitstatus_to_exitcode(status)
-    return Run(label, seconds, usage.ru_maxrss / 1024, process.returncode)
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink(missing_ok=True)
+
+
+def timed(label: str, command: list[str], repeat: int = 1, output: Path | None = None) -> Run:
+    """Run ``command`` ``repeat`` times; return its best wall time and the peak RSS of its largest process.
+
+    The best of several runs is the one least disturbed by other work on a shared machine. ``output``
+    is removed before each run (and after the last), so every build writes a fresh output.
+    """
+    runs = []
+    for _ in range(repeat):
+        if output is not None:
+            _remove(output)
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        _, status, usage = os.wait4(process.pid, 0)
+        seconds = time.perf_counter() - start
+        runs.append(Run(label, seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)))
+    if output is not None:
+        _remove(output)
+    best = min(runs, key=lambda run: run.seconds)
+    return Run(label, best.seconds, max(run.peak_mib for run in runs), max(run.code for run in runs))
 
 
 _BUSY = "x = 0\nfor i in range(20_000_000):\n    x += i\n"
@@ -106,7 +126,7 @@ def corpus(workdir: Path, size_mb: int, calls: int, seed: int) -> tuple[Path, in
 def bench_size(workdir: Path, size_mb: int, args: argparse.Namespace) -> list[tuple[str, float, float, float]]:
     root, size, rollouts = corpus(workdir, size_mb, args.calls, args.seed)
     mb = size / 1e6
-    floor = timed("parse floor", [sys.executable, str(HERE / "run.py"), "--floor", str(root)])
+    floor = timed("parse floor", [sys.executable, str(HERE / "run.py"), "--floor", str(root)], args.repeat)
     print(f"\ncorpus {root.name}: {mb:.0f} MB, {rollouts} rollouts")
     print(f"{'run':<24}{'seconds':>9}{'MB/s':>9}{'rollouts/s':>12}{'peak RSS MiB':>14}{'vs floor':>10}{'x jobs 1':>10}")
     _line(floor, mb, rollouts, floor.seconds, None)
@@ -116,11 +136,10 @@ def bench_size(workdir: Path, size_mb: int, args: argparse.Namespace) -> list[tu
         for jobs in args.jobs:
             out = workdir / f"out_{size_mb}.{fmt}"
             command = [sys.executable, "-m", "ng_traj", "build", str(root), "-o", str(out), "-q", "--jobs", str(jobs)]
-            run = timed(f"build {fmt} --jobs {jobs}", command)
+            run = timed(f"build {fmt} --jobs {jobs}", command, args.repeat, out)
             single = single or run.seconds
             _line(run, mb, rollouts, floor.seconds, single)
             results.append((run.label, run.peak_mib, floor.seconds / run.seconds, single / run.seconds))
-            shutil.rmtree(out, ignore_errors=True) if out.is_dir() else out.unlink(missing_ok=True)
     return [(label, peak, ratio, rollouts) for label, peak, ratio, _ in results]
 
 
@@ -140,6 +159,7 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--jobs", type=int, nargs="+", default=[1, 2])
     parser.add_argument("--formats", nargs="+", default=["jsonl", "parquet"])
+    parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest is shown")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ng-traj-bench"))
     parser.add_argument("--floor", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
