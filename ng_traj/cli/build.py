@@ -64,7 +64,7 @@ def command(
 
     Every rollout row yields one ng_trajectory record (schema 1.0), capture files without a row
     yield their own, and rows with no identity are identified by file and line. Records are ordered
-    by rollout id. Diagnostics go to standard error; a summary follows (--json for JSON). Exit 0 on
+    by rollout id and written as JSONL or as a Parquet dataset (a directory, one table per entity). Diagnostics go to standard error; a summary follows (--json for JSON). Exit 0 on
     success (warnings allowed), 1 when a named input yields nothing, 2 for usage errors.
     """
     from ng_traj.cli.build_run import BuildRequest, run
