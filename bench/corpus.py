@@ -38,7 +38,9 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from dialects import DIALECTS, Conversation, Step, Usage, responses_output
+import rows
+from dialects import DIALECTS, Conversation, Step, Usage
+from rows import POLICY, Rollout, hex_id
 from sessions import session_lines, write_session
 
 AGENTS = (
@@ -46,73 +48,16 @@ AGENTS = (
     ("openclaw_agent", "chat", "glm-5"),
     ("pi_agent", "messages", "claude-sonnet-4-5"),
 )
-POLICY = {"type": "responses_api_models", "name": "policy_model"}
-JUDGE = {"type": "responses_api_models", "name": "judge_model"}
+# fmt: off
 WORDS = [
-    "the",
-    "file",
-    "config",
-    "value",
-    "test",
-    "error",
-    "build",
-    "output",
-    "result",
-    "function",
-    "module",
-    "path",
-    "request",
-    "server",
-    "model",
-    "token",
-    "cache",
-    "stream",
-    "agent",
-    "tool",
-    "call",
-    "shell",
-    "read",
-    "write",
-    "patch",
-    "diff",
-    "line",
-    "column",
-    "index",
-    "table",
-    "row",
-    "json",
-    "parse",
-    "check",
-    "run",
-    "fix",
-    "update",
-    "return",
-    "list",
-    "dict",
-    "string",
-    "number",
-    "empty",
-    "null",
-    "missing",
-    "found",
-    "expected",
-    "actual",
-    "assert",
-    "import",
-    "class",
-    "method",
-    "field",
-    "type",
-    "schema",
-    "version",
-    "commit",
-    "branch",
-    "merge",
-    "status",
-    "log",
-    "warning",
-    "trace",
+    "the", "file", "config", "value", "test", "error", "build", "output", "result", "function", "module", "path",
+    "request", "server", "model", "token", "cache", "stream", "agent", "tool", "call", "shell", "read", "write",
+    "patch", "diff", "line", "column", "index", "table", "row", "json", "parse", "check", "run", "fix", "update",
+    "return", "list", "dict", "string", "number", "empty", "null", "missing", "found", "expected", "actual",
+    "assert", "import", "class", "method", "field", "type", "schema", "version", "commit", "branch", "merge",
+    "status", "log", "warning", "trace",
 ]
+# fmt: on
 ROLLOUTS_PER_TASK = 4
 
 
@@ -142,16 +87,12 @@ class Text:
         return " ".join(parts)
 
 
-def _hex(rng: random.Random, bits: int = 128) -> str:
-    return f"{rng.getrandbits(bits):0{bits // 4}x}"
-
-
 def _steps(rng: random.Random, text: Text, calls: int, prefix: str) -> list[Step]:
     steps = []
     for index in range(calls):
-        call_id = f"call_{_hex(rng, 64)}" if prefix != "msg_" else f"toolu_{_hex(rng, 64)}"
+        call_id = f"call_{hex_id(rng, 64)}" if prefix != "msg_" else f"toolu_{hex_id(rng, 64)}"
         reasoning = text(rng.randint(80, 600)) if rng.random() < 0.6 else None
-        response_id = f"{prefix}{_hex(rng, 96)}"
+        response_id = f"{prefix}{hex_id(rng, 96)}"
         if index == calls - 1:
             steps.append(Step(response_id, reasoning, text(rng.randint(200, 1500)), None))
             continue
@@ -162,24 +103,6 @@ def _steps(rng: random.Random, text: Text, calls: int, prefix: str) -> list[Step
     return steps
 
 
-@dataclass
-class Rollout:
-    """One rollout being generated."""
-
-    task: int
-    index: int
-    agent: tuple[str, str, str]
-    stream: bool
-    conv: Conversation
-    start: float
-    attempt: int = 0
-
-    @property
-    def rollout_id(self) -> str:
-        base = f"{self.task}-{self.index}"
-        return f"{base}-a{self.attempt}" if self.attempt else base
-
-
 def _capture_line(rollout: Rollout, k: int, rng: random.Random, usage: Usage, timing: tuple[float, float]) -> dict:
     request_of, response_of, sse_of = DIALECTS[rollout.agent[1]]
     step = rollout.conv.steps[k]
@@ -188,7 +111,7 @@ def _capture_line(rollout: Rollout, k: int, rng: random.Random, usage: Usage, ti
     response = response_of(rollout.conv, step, usage, int(timing[1]))
     started, completed = timing
     line: dict[str, Any] = {
-        "model_call_id": _hex(rng),
+        "model_call_id": hex_id(rng),
         "dialect": rollout.agent[1],
         "model_ref": POLICY,
         "started_at": started,
@@ -214,131 +137,6 @@ def _usage(request_bytes: int, step: Step, previous: int) -> Usage:
     prompt = request_bytes // 4
     completion = (len(step.text or "") + len(str(step.tool or "")) + len(step.reasoning or "")) // 4 + 5
     return Usage(prompt, completion, min(previous, prompt), len(step.reasoning or "") // 4)
-
-
-def _judge(rollout: Rollout, rng: random.Random, at: float) -> tuple[dict, dict[str, Any]]:
-    answer = rollout.conv.steps[-1].text or ""
-    request = {
-        "model": "judge-1",
-        "input": [{"role": "user", "content": f"Task: {rollout.conv.task}\nAnswer: {answer}"}],
-    }
-    response_id = f"resp_{_hex(rng, 96)}"
-    verdict = rng.choice(("correct", "incorrect"))
-    content = [{"type": "output_text", "text": verdict, "annotations": []}]
-    response = {
-        "id": response_id,
-        "object": "response",
-        "model": "judge-1",
-        "status": "completed",
-        "output": [
-            {
-                "type": "message",
-                "id": f"msg_{response_id[5:]}",
-                "role": "assistant",
-                "status": "completed",
-                "content": content,
-            }
-        ],
-        "usage": {
-            "input_tokens": len(request["input"][0]["content"]) // 4,
-            "output_tokens": 2,
-            "total_tokens": len(request["input"][0]["content"]) // 4 + 2,
-        },
-    }
-    line = {
-        "model_call_id": _hex(rng),
-        "dialect": "responses",
-        "model_ref": JUDGE,
-        "started_at": at,
-        "completed_at": at + 0.6,
-        "latency_ms": 600.0,
-        "latency_ttft_ms": None,
-        "status_code": 200,
-        "error_category": None,
-        "request": request,
-        "response": response,
-    }
-    return line, {"responses_create_params": request, "response": response, "verdict_label": verdict}
-
-
-def _bundle(rollout: Rollout, timings: list[tuple[float, float]], usages: list[Usage]) -> dict[str, Any]:
-    """The OpenClaw-style agent's ``ng_agent_observations``: refs by (model_ref, response_id)."""
-    conv, invocation = rollout.conv, f"sess-{rollout.rollout_id}"
-    items: list[dict[str, Any]] = [{"role": "user", "content": conv.task, "type": "message"}]
-    records: list[dict[str, Any]] = []
-    for k, step in enumerate(conv.steps):
-        items.extend(responses_output(step))
-        if step.tool is not None and step.result is not None:
-            items.append({"type": "function_call_output", "call_id": step.tool[0], "output": step.result})
-            done = timings[k][1] + 0.5
-            records.append(
-                {
-                    "kind": "tool_call",
-                    "invocation_id": invocation,
-                    "tool_call_id": step.tool[0],
-                    "tool_name": step.tool[1],
-                    "started_at": timings[k][1] + 0.01,
-                    "completed_at": done,
-                    "duration_ms": 490.0,
-                    "timing_source": "harness",
-                    "status": "completed",
-                }
-            )
-    refs = [{"model_ref": POLICY, "response_id": step.response_id} for step in conv.steps]
-    records.insert(
-        0,
-        {
-            "kind": "agent_invocation",
-            "invocation_id": invocation,
-            "status": "completed",
-            "model_calls": refs,
-            "conversation": items,
-        },
-    )
-    if len(conv.steps) > 12:
-        records.append(
-            {
-                "kind": "context_compaction",
-                "invocation_id": invocation,
-                "observed_at": timings[10][1] + 1,
-                "trigger": "overflow",
-                "tokens_before": usages[10].prompt,
-                "tokens_after": None,
-                "outcome": "completed",
-                "summary": "Earlier steps explored the workspace.",
-                "before_model_call": refs[10],
-                "after_model_call": refs[11],
-            }
-        )
-    return {"source": "openclaw", "records": records, "gaps": [{"code": "no_sandbox_runtime"}]}
-
-
-def _row(rollout: Rollout, judge: dict[str, Any], failed: bool, bundle: dict | None) -> dict[str, Any]:
-    output = [item for step in rollout.conv.steps for item in responses_output(step)]
-    response = {
-        "id": f"resp-{rollout.rollout_id}",
-        "object": "response",
-        "model": rollout.conv.model,
-        "status": "failed" if failed else "completed",
-        "output": output,
-        "usage": None,
-    }
-    if failed:
-        response["error"] = {"code": "server_error", "message": "agent timed out"}
-    row: dict[str, Any] = {
-        "responses_create_params": {"input": [{"role": "user", "content": rollout.conv.task}]},
-        "response": response,
-        "reward": 0.0 if failed else 1.0,
-        "_ng_task_index": rollout.task,
-        "_ng_rollout_index": rollout.index,
-        "agent_ref": {"name": rollout.agent[0]},
-        "judge_evaluations": [judge],
-    }
-    if rollout.attempt:
-        row["_ng_attempt_index"] = rollout.attempt
-    if bundle is not None:
-        row["ng_agent_observations"] = bundle
-    return row
 
 
 class Writer:
@@ -400,7 +198,7 @@ def write_rollout(writer: Writer, number: int, calls: int, rng: random.Random, t
         usages.append(usage)
         lines.append(orjson.dumps(_capture_line(rollout, k, rng, usage, timing)) + b"\n")
     if number % 250 == 125:
-        lines.insert(len(lines) // 2, b'{"model_call_id": "' + _hex(rng).encode() + b'", "dialect": "chat", "requ\n')
+        lines.insert(len(lines) // 2, b'{"model_call_id": "' + hex_id(rng).encode() + b'", "dialect": "chat", "requ\n')
     policy = writer.root / "capture" / "policy"
     writer.lines(policy / f"{rollout.rollout_id}.capture.jsonl", lines)
     if number % 400 == 200:
@@ -408,13 +206,13 @@ def write_rollout(writer: Writer, number: int, calls: int, rng: random.Random, t
     if rollout.attempt:
         killed = f"{rollout.task}-{rollout.index}"
         writer.lines(policy / f"{killed}.capture.jsonl", lines[: len(lines) // 2])
-    judge_line, judge = _judge(rollout, rng, clock)
+    judge_line, judge = rows.judge(rollout, rng, clock)
     writer.lines(
         writer.root / "capture" / "judge" / f"{rollout.rollout_id}.capture.jsonl", [orjson.dumps(judge_line) + b"\n"]
     )
     name = rollout.agent[0]
-    bundle = _bundle(rollout, timings, usages) if name == "openclaw_agent" else None
-    writer.row(_row(rollout, judge, number % 50 == 49, bundle), number % 50 == 49)
+    bundle = rows.bundle(rollout, timings, usages) if name == "openclaw_agent" else None
+    writer.row(rows.row(rollout, judge, number % 50 == 49, bundle), number % 50 == 49)
     if name in ("openclaw_agent", "pi_agent"):
         openclaw = name == "openclaw_agent"
         session_id, session = session_lines(rollout.conv, timings, usages, rng, openclaw=openclaw)
