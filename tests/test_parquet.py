@@ -142,7 +142,7 @@ def _rows_with_compaction(tmp_path: Path) -> Path:
                 "observed_at": 1786000003.5,
                 "trigger": "overflow",
                 "tokens_before": 9000,
-                "summary": "earlier steps",
+                "summary": "earlier steps used sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
                 "before_model_call": refs[0],
                 "after_model_call": refs[1],
             },
@@ -168,6 +168,11 @@ def test_compactions_come_from_the_projected_bundles(tmp_path):
     assert (compaction["tokens_after"], compaction["outcome"]) == (None, "unknown")
     assert compaction["before_model_call"]["model_call_id"] == f"{1:032x}"
     assert compaction["after_model_call"]["model_call_id"] == f"{2:032x}"
+    assert compaction["summary"].endswith("sk-proj-abcdefghijklmnopqrstuvwxyz0123456789")
+    # --redact masks the compactions as it masks the record.
+    assert run_cli("build", rows, "-o", tmp_path / "masked.parquet", "--redact").exit_code == 0
+    (masked,) = _table(tmp_path / "masked.parquet", "compactions")
+    assert masked["summary"] == "earlier steps used [REDACTED]"
     # ng_trajectory has no place for it: the JSONL written back is the plain build.
     jsonl = tmp_path / "out.jsonl"
     run_cli("build", rows, "-o", jsonl)

@@ -236,15 +236,16 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         )
     if options.redactor is not None:
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
-    extras = _extras(row, bundles.values)
+    extras = _extras(row, bundles.values, options.redactor)
     if not options.attach:
         return Built(record, None, failed, extras)
     attached = _attached_row(row, record, bundles.joined, capture, options)
     return Built(record, row_json(attached) + b"\n", failed, extras)
 
 
-def _extras(row: dict[str, Any] | None, bundles: list[Any]) -> Extras:
-    """Parquet-only values: the row's agent name, the first bundle's producer, every compaction."""
+def _extras(row: dict[str, Any] | None, bundles: list[Any], redactor: Redactor | None) -> Extras:
+    """Parquet-only values: the row's agent name, the first bundle's producer, every compaction (masked
+    like the record under ``--redact``)."""
     agent_ref = row.get("agent_ref") if row is not None else None
     agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
     projected = [bundle for bundle in bundles if isinstance(bundle, AgentObservationBundle)]
@@ -254,6 +255,8 @@ def _extras(row: dict[str, Any] | None, bundles: list[Any]) -> Extras:
         for record in bundle.records
         if isinstance(record, ContextCompactionObservation)
     ]
+    if redactor is not None:
+        compactions = [(source, redactor.value(compaction)) for source, compaction in compactions]
     producer = projected[0].source if projected else None
     return Extras(agent if isinstance(agent, str) else None, producer, compactions)
 
