@@ -49,6 +49,8 @@ def test_usage_errors(tmp_path):
     assert plain_dir.exit_code == 2 and "not an ng-traj Parquet dataset" in plain_dir.stderr
     to_stdout = run_cli("convert", RETAINED / "expected.jsonl", "-o", "-")
     assert to_stdout.exit_code == 2 and "a Parquet dataset is a directory" in to_stdout.stderr
+    same_format = run_cli("convert", RETAINED / "expected.jsonl", "-o", tmp_path / "o.jsonl")
+    assert same_format.exit_code == 2 and "name it like out.parquet" in same_format.stderr
     file_there = tmp_path / "taken"
     file_there.write_text("x")
     taken = run_cli("convert", RETAINED / "expected.jsonl", "-o", file_there)

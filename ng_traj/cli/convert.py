@@ -67,6 +67,10 @@ def _run(source: Path, output: str, max_line_bytes: int) -> int:
     else:
         if output == STDOUT:
             raise RunError("a Parquet dataset is a directory: name it with -o")
+        if output.endswith(".jsonl"):
+            raise RunError(
+                f"{source} is JSONL and converts to a Parquet dataset (a directory): name it like out.parquet"
+            )
         counts = jsonl_to_dataset(source, output, sink, max_line_bytes=max_line_bytes)
     failed = counts.skipped or sink.errors
     console.print(
