@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from ng_traj.redact import Redactor
 from ng_traj.sources.detect import KINDS
 from ng_traj.sources.manifest import read_manifest
 from ng_traj.sources.native import READERS
+from ng_traj.writers.spool import SpoolLines, spool_appender
 
 
 @dataclass(frozen=True)
@@ -103,7 +105,7 @@ def run(request: BuildRequest) -> int:
     show_progress = console.is_terminal and not request.json_output
     columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
     with (
-        _open_output(output, chosen) as (write, encode),
+        _open_output(output, chosen, request.jobs) as (write, encode),
         Progress(*columns, console=console, transient=True, disable=not show_progress) as bar,
     ):
         task = bar.add_task("build", total=len(slots))
@@ -115,13 +117,20 @@ def run(request: BuildRequest) -> int:
 
 
 @contextlib.contextmanager
-def _open_output(output: str, chosen: str) -> Iterator[tuple[Callable[[Any], Any], Encode]]:
-    """The atomic output: a JSONL file (or standard output) or a Parquet dataset (pyarrow loaded here)."""
+def _open_output(output: str, chosen: str, jobs: int) -> Iterator[tuple[Callable[[Any], Any], Encode]]:
+    """The atomic output: a JSONL file (or standard output) or a Parquet dataset (pyarrow loaded here).
+
+    With several jobs, JSONL lines come from the workers through spool files (``writers/spool.py``).
+    """
     if chosen == "parquet":
         from ng_traj.writers.parquet import open_dataset
 
         with open_dataset(output) as dataset:
             yield dataset.add_rows, dataset.encoder()
+        return
+    if jobs > 1:
+        with atomic_file(output) as handle, tempfile.TemporaryDirectory(prefix="ng-traj-spool-") as folder:
+            yield spool_appender(handle), SpoolLines(folder)
         return
     with atomic_file(output) as handle:
         yield handle.write, encode_line
