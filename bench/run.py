@@ -12,9 +12,9 @@ then timed in child processes, one at a time:
 each ``--repeat`` times (the fastest run is shown, peak RSS is the largest seen).
 
 First, how much parallel capacity the machine has right now (two busy processes against one), since
-``--jobs 2`` cannot go faster than that. Printed per run: input MB, seconds, MB/s, rollouts/s, peak RSS (of the largest process, from
-``wait4``), the ratio to the parse floor's speed, and the speed-up of two jobs over one. Last, how
-peak RSS grew per rollout between the two sizes. The targets (PRODUCT.md §7): ratio >= 0.5 with one
+``--jobs 2`` cannot go faster than that. Printed per run: input MB, seconds, MB/s, rollouts/s, peak
+RSS (of the largest process, from ``wait4``), the ratio to the parse floor's speed, and the speed-up
+of two jobs over one. Last, how peak RSS grew per rollout between the two sizes. The targets (PRODUCT.md §7): ratio >= 0.5 with one
 job, speed-up >= 1.6 with two, growth of at most a few hundred bytes per rollout.
 """
 
