@@ -2,4 +2,5 @@
 
 from ng_traj.cli import main
 
-main()
+if __name__ == "__main__":
+    main()

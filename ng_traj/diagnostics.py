@@ -79,7 +79,12 @@ BUILD_CODES: dict[str, str] = {
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 
-CODES: dict[str, str] = {**VALIDATE_CODES, **BUILD_CODES}
+DATASET_CODES: dict[str, str] = {
+    "dataset_invalid": "a Parquet dataset lacks a table or column, or its rows do not form a trajectory",
+}
+"""Codes of reading a Parquet dataset back (``ng-traj validate``, ``ng-traj convert``)."""
+
+CODES: dict[str, str] = {**VALIDATE_CODES, **DATASET_CODES, **BUILD_CODES}
 """Every diagnostic code, for the README and ``ng-traj validate``."""
 
 LINE_SKIP_CODES = (

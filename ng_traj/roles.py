@@ -80,6 +80,20 @@ def ref_name(model_ref: Any) -> str | None:
 
 _TOKENS = ("prompt_tokens", "completion_tokens", "total_tokens")
 
+CallUsage = tuple[str | None, int | None, int | None, int | None]
+"""One model call's ``(model_ref.name, prompt_tokens, completion_tokens, total_tokens)``."""
+
+
+def call_usage(call: Any) -> CallUsage:
+    """The :data:`CallUsage` of a ``TrajectoryModelCall`` (token counts as its ``token_stats`` reports them)."""
+    stats = call.token_stats
+    return (
+        ref_name(call.response_metadata.model_ref),
+        stats.prompt_tokens,
+        stats.completion_tokens,
+        stats.total_tokens,
+    )
+
 
 @dataclass
 class RoleTally:
@@ -93,16 +107,15 @@ class RoleTally:
     calls: Counter[str] = field(default_factory=Counter)
     tokens: dict[str, dict[str, int | None]] = field(default_factory=dict)
 
-    def add(self, model_calls: Iterable[Any]) -> None:
-        """Count ``TrajectoryModelCall`` objects."""
-        for call in model_calls:
-            role = role_of(ref_name(call.response_metadata.model_ref), self.roles) or UNMAPPED
+    def add(self, usages: Iterable[CallUsage]) -> None:
+        """Count model calls given by their :func:`call_usage`."""
+        for name, *counts in usages:
+            role = role_of(name, self.roles) or UNMAPPED
             self.calls[role] += 1
             totals = self.tokens.setdefault(role, dict.fromkeys(_TOKENS))
-            for name in _TOKENS:
-                value = getattr(call.token_stats, name)
+            for key, value in zip(_TOKENS, counts, strict=True):
                 if value is not None:
-                    totals[name] = (totals[name] or 0) + value
+                    totals[key] = (totals[key] or 0) + value
 
     def to_json(self) -> dict[str, dict[str, int | None]]:
         """``{role: {calls, prompt_tokens, completion_tokens, total_tokens}}``, roles sorted."""

@@ -302,6 +302,35 @@ def validate_file(
     return result
 
 
+def validate_dataset(path: Path, sink: DiagnosticSink) -> FileResult:
+    """Validate every trajectory of a Parquet dataset (rows joined back into records), streaming.
+
+    Diagnostics name the dataset directory and, as the line, the trajectory's 1-based position
+    (``trajectory_index`` + 1). A missing table or column is one ``dataset_invalid`` error.
+    """
+    from ng_traj.writers.parquet import DatasetError
+    from ng_traj.writers.parquet_convert import dataset_records
+
+    result = FileResult()
+    name = str(path)
+    try:
+        for index, value in dataset_records(path, sink):
+            if value is None:
+                result.skipped += 1
+                continue
+            findings = check_trajectory(value)
+            result.records += 1
+            result.invalid += int(any(f.severity == "error" for f in findings))
+            for f in findings:
+                sink.add(
+                    Diagnostic(f.severity, f.code, f.message, path=name, line=index + 1, pointer=f.pointer or None)
+                )
+    except DatasetError as exc:
+        sink.add(Diagnostic("error", "dataset_invalid", str(exc), path=name))
+        result.skipped += 1
+    return result
+
+
 def _validate_line(line: JsonLine, sink: DiagnosticSink, result: FileResult, name: str) -> None:
     if line.problem is not None:
         sink.add(line.problem)

@@ -33,3 +33,20 @@ def shared_dir(*parts: str) -> Path:
 def run_cli(*args: str):
     """Invoke ``ng-traj`` in-process; returns the result with ``exit_code``, ``stdout``, ``stderr``."""
     return CliRunner().invoke(app, [str(arg) for arg in args])
+
+
+def generated_corpus(root: Path, rollouts: int, calls: int, seed: int) -> Path:
+    """A retained run written by ``bench/corpus.py`` (seeded, so the same every time) under ``root``."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "bench"))
+    from corpus import generate
+
+    generate(root, rollouts=rollouts, calls=calls, seed=seed)
+    return root
+
+
+@pytest.fixture(scope="session")
+def small_corpus(tmp_path_factory) -> Path:
+    """130 rollouts of 2-6 calls: every dialect and agent, streams, one corrupt capture line (rollout 125)."""
+    return generated_corpus(tmp_path_factory.mktemp("small_corpus"), 130, 4, 11)

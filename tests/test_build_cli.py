@@ -9,6 +9,7 @@ import threading
 from pathlib import Path
 
 import orjson
+import pyarrow.parquet as pq
 import pytest
 
 from conftest import FIXTURES, run_cli, shared_dir
@@ -378,3 +379,11 @@ def test_deep_json_is_a_skipped_line_or_written_as_text_never_a_crash(tmp_path):
     assert run_cli("build", rollouts, store, "-o", attached, "--attach").exit_code == 0
     (row_out,) = _records(attached)
     assert row_out["ng_trajectory"]["rollout_id"] == "0-1" and row_out["extra"][0][0][0][0] is not None
+    # The Parquet dataset degrades the same way, in worker processes too.
+    for jobs in ("1", "2"):
+        dataset = tmp_path / f"out{jobs}.parquet"
+        result = run_cli("build", rollouts, store, "-o", dataset, "--jobs", jobs)
+        assert result.exit_code == 0, result.stderr
+        assert "warning[payload_as_text]" in result.stderr
+        calls = pq.read_table(dataset / "model_calls.parquet").to_pylist()
+        assert [json.loads(json.loads(call["request"]))["messages"] for call in calls] == [json.loads(_nested(300))]

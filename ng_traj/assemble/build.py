@@ -6,8 +6,10 @@ files; its bundles), so slots are independent and memory is bounded by the large
 
 from __future__ import annotations
 
+import contextlib
+import gc
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -28,16 +30,17 @@ from ng_traj.assemble.rollout import (
     validated_bundle,
     without_payloads,
 )
-from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
+from ng_traj.contract import AgentObservationBundle, ContextCompactionObservation, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.redact import Redactor
-from ng_traj.roles import RoleTally
+from ng_traj.roles import CallUsage, RoleTally, call_usage
 from ng_traj.sources.capture import collect_capture
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import load_row
-from ng_traj.writers.jsonl import SERIALISE_ERRORS, record_json, row_json, trajectory_json
+from ng_traj.writers.jsonl import SERIALISE_ERRORS, payloads_as_text, record_json, row_json
+from ng_traj.writers.parquet_rows import Extras
 
 
 @dataclass(frozen=True)
@@ -61,12 +64,98 @@ class BuildOptions:
 
 @dataclass
 class Built:
-    """One assembled slot: the trajectory, the bytes to write, and what the summary needs."""
+    """One assembled slot: the trajectory, and what the writers and the summary need of it.
+
+    ``attached`` is the ``--attach`` output line; ``extras`` carries what only the Parquet dataset
+    holds (agent, producer, compactions); ``session_totals`` the producer's own token totals of the
+    slot's native sessions (a summary cross-check). ``notes`` collects the diagnostics raised while
+    serialising (:meth:`encoded`), which happens after assembly, possibly in a worker.
+    """
 
     record: TrajectoryRecord
-    line: bytes
+    slot: Slot
+    attached: bytes | None = None
     failed: Exception | None = None
-    session_totals: Counter[str] = field(default_factory=Counter)
+    extras: Extras = field(default_factory=Extras)
+    session_totals: dict[str, int] = field(default_factory=dict)
+    notes: list[Diagnostic] = field(default_factory=list)
+
+    @property
+    def line(self) -> bytes:
+        """The JSONL output line: the attached row, else the record (serialised only when asked for)."""
+        return self.attached if self.attached is not None else self.encoded(record_json) + b"\n"
+
+    def encoded(self, encode_record: Callable[[TrajectoryRecord], Any]) -> Any:
+        """``encode_record(self.record)``; when a value is nested too deep for the JSON writers, the
+        record with its open values as JSON text, else the minimal record (``self.record`` is
+        replaced, and a ``payload_as_text`` or ``projection_failed`` note added).
+        """
+        try:
+            return encode_record(self.record)
+        except SERIALISE_ERRORS:
+            pass
+        try:
+            self.record = payloads_as_text(self.record)
+            value = encode_record(self.record)
+        except SERIALISE_ERRORS as exc:
+            self.record = failed_projection(self.record.task_id, self.record.rollout_id, exc)
+            self.failed = exc
+            self._note("projection_failed", "nested too deep to serialise; minimal record written")
+            return encode_record(self.record)
+        self._note("payload_as_text", "payloads nested too deep for JSON writers, written as JSON text")
+        return value
+
+    def _note(self, code: str, problem: str) -> None:
+        message = f"rollout {self.slot.identity.rollout_id}: {problem}"
+        self.notes.append(Diagnostic("warning", code, message, path=self.slot.path, line=self.slot.line or None))
+
+
+@dataclass(frozen=True, slots=True)
+class Outcome:
+    """What the writer and the summary need of one built slot; small and picklable (``--jobs``).
+
+    Attributes:
+        payload: What the output writes: the JSONL line, or the Parquet rows.
+        gap_codes: Codes of the trajectory's gaps.
+        counts: Invocations, model calls and tool calls of the trajectory.
+        failed: The projection failed (a minimal record was written).
+        usage: ``roles.call_usage`` of each model call (the per-role summary).
+        session_totals: The producer's session token totals (:attr:`Built.session_totals`).
+        diagnostics: Diagnostics not yet given to the sink: raised while serialising, or while
+            building in a worker.
+    """
+
+    payload: Any
+    gap_codes: tuple[str, ...]
+    counts: tuple[int, int, int]
+    failed: bool
+    usage: tuple[CallUsage, ...] = ()
+    session_totals: dict[str, int] = field(default_factory=dict)
+    diagnostics: tuple[Diagnostic, ...] = ()
+
+
+Encode = Callable[[int, Built], Any]
+"""Turns the built slot at output position ``index`` into the payload its writer takes."""
+
+
+def encode_line(index: int, built: Built) -> bytes:
+    """The JSONL payload: the output line."""
+    return built.line
+
+
+def outcome(index: int, built: Built, encode: Encode) -> Outcome:
+    """The :class:`Outcome` of one built slot (encoded first: serialising may replace the record)."""
+    payload = encode(index, built)
+    record = built.record
+    return Outcome(
+        payload,
+        gap_codes=tuple(gap.code for gap in record.gaps),
+        counts=(len(record.invocations), len(record.model_calls), len(record.tool_calls)),
+        failed=built.failed is not None,
+        usage=tuple(call_usage(call) for call in record.model_calls),
+        session_totals=built.session_totals,
+        diagnostics=tuple(built.notes),
+    )
 
 
 @dataclass
@@ -84,18 +173,17 @@ class BuildTally:
     session_totals: Counter[str] = field(default_factory=Counter)
     by_role: RoleTally = field(default_factory=RoleTally)
 
-    def add(self, slot: Slot, built: Built) -> None:
-        record = built.record
+    def add(self, slot: Slot, done: Outcome) -> None:
         self.trajectories += 1
         self.by_origin[_origin(slot)] += 1
-        self.gaps_by_code.update(gap.code for gap in record.gaps)
-        self.model_calls += len(record.model_calls)
-        self.tool_calls += len(record.tool_calls)
-        self.invocations += len(record.invocations)
-        self.projection_failures += built.failed is not None
+        self.gaps_by_code.update(done.gap_codes)
+        self.invocations += done.counts[0]
+        self.model_calls += done.counts[1]
+        self.tool_calls += done.counts[2]
+        self.projection_failures += done.failed
         self.by_named.update(slot.named)
-        self.session_totals.update(built.session_totals)
-        self.by_role.add(record.model_calls)
+        self.session_totals.update(done.session_totals)
+        self.by_role.add(done.usage)
 
 
 def _origin(slot: Slot) -> str:
@@ -228,7 +316,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         capture_calls=keep(judge.capture_calls),
         capture_gaps=capture.gaps,
         extra_calls=[*bundles.transcript_calls, *(project_call(call) for call in keep(judge.own_calls))],
-        fallback=fallback_invocation(row) if row is not None else None,
+        fallback=(lambda: fallback_invocation(row)) if row is not None else None,
         build_gaps=[*_identity_gap(slot), *slot.build_gaps, *judge.gaps],
     )
     record, failed = build_trajectory(inputs)
@@ -244,13 +332,13 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         )
     if options.redactor is not None:
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
-    record, line = _serialised(record, slot, sink)
-    if not options.attach:
-        return Built(record, line + b"\n", failed, bundles.session_totals)
-    attached, attachments = _attached_row(row, record, bundles.joined, capture, options)
-    return Built(
-        record, row_json(attached, {**attachments, "ng_trajectory": line}) + b"\n", failed, bundles.session_totals
-    )
+    extras = _extras(row, bundles.values, options.redactor)
+    built = Built(record, slot, None, failed, extras, dict(bundles.session_totals))
+    if options.attach:
+        attached, attachments = _attached_row(row, record, bundles.joined, capture, options)
+        line = built.encoded(record_json)
+        built.attached = row_json(attached, {**attachments, "ng_trajectory": line}) + b"\n"
+    return built
 
 
 def _first_error(exc: Exception) -> str:
@@ -262,20 +350,22 @@ def _first_error(exc: Exception) -> str:
     return f"{type(exc).__name__}: {exc}"
 
 
-def _serialised(record: TrajectoryRecord, slot: Slot, sink: DiagnosticSink) -> tuple[TrajectoryRecord, bytes]:
-    """The record's JSON; too-deep open values as JSON text, else the minimal record (both reported)."""
-    where = {"path": slot.path, "line": slot.line or None}
-    try:
-        record, line, fallback = trajectory_json(record)
-    except SERIALISE_ERRORS as exc:
-        record = failed_projection(record.task_id, record.rollout_id, exc)
-        message = f"rollout {slot.identity.rollout_id}: nested too deep to serialise; minimal record written"
-        sink.add(Diagnostic("warning", "projection_failed", message, **where))
-        return record, record_json(record)
-    if fallback:
-        message = f"rollout {slot.identity.rollout_id}: payloads nested too deep for JSON writers, written as JSON text"
-        sink.add(Diagnostic("warning", "payload_as_text", message, **where))
-    return record, line
+def _extras(row: dict[str, Any] | None, bundles: list[Any], redactor: Redactor | None) -> Extras:
+    """Parquet-only values: the row's agent name, the first bundle's producer, every compaction (masked
+    like the record under ``--redact``)."""
+    agent_ref = row.get("agent_ref") if row is not None else None
+    agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
+    projected = [bundle for bundle in bundles if isinstance(bundle, AgentObservationBundle)]
+    compactions = [
+        (bundle.source, record.model_dump(mode="json"))
+        for bundle in projected
+        for record in bundle.records
+        if isinstance(record, ContextCompactionObservation)
+    ]
+    if redactor is not None:
+        compactions = [(source, redactor.value(compaction)) for source, compaction in compactions]
+    producer = projected[0].source if projected else None
+    return Extras(agent if isinstance(agent, str) else None, producer, compactions)
 
 
 def _attached_row(
@@ -337,15 +427,54 @@ def run_slots(
     slots: list[Slot],
     options: BuildOptions,
     sink: DiagnosticSink,
-    write: Callable[[bytes], Any],
+    write: Callable[[Any], Any],
     on_slot: Callable[[Slot], None] | None = None,
+    *,
+    encode: Encode = encode_line,
+    jobs: int = 1,
 ) -> BuildTally:
-    """Assemble every slot in order, writing each line as soon as it is built."""
+    """Assemble every slot in order, writing each payload as soon as it is built.
+
+    With ``jobs`` > 1 slots are assembled in that many worker processes (``assemble/workers.py``);
+    payloads, diagnostics and the tally are the same as with one.
+    """
     tally = BuildTally(by_role=RoleTally(options.roles))
-    for slot in slots:
-        built = assemble_slot(slot, options, sink)
-        write(built.line)
-        tally.add(slot, built)
-        if on_slot is not None:
-            on_slot(slot)
+    with young_collections():
+        if jobs > 1:
+            from ng_traj.assemble.workers import run_parallel
+
+            done_slots = run_parallel(slots, options, encode, jobs)
+        else:
+            done_slots = (
+                (slot, outcome(i, assemble_slot(slot, options, sink), encode)) for i, slot in enumerate(slots)
+            )
+        for slot, done in done_slots:
+            for diagnostic in done.diagnostics:
+                sink.add(diagnostic)
+            write(done.payload)
+            tally.add(slot, done)
+            if on_slot is not None:
+                on_slot(slot)
     return tally
+
+
+BUILD_GC_THRESHOLD = (50_000, 20, 100)
+"""Cycle-collector thresholds while building (Python's default is 700, 10, 10)."""
+
+
+@contextlib.contextmanager
+def young_collections() -> Iterator[None]:
+    """Keep the cycle collector off the long-lived objects (modules, schemas, the plan) while building.
+
+    A rollout's objects die with it (reference counting frees them), so full collections would only
+    walk the objects that live for the whole build, again and again; they are frozen instead and the
+    collector runs less often. Restored afterwards.
+    """
+    threshold = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*BUILD_GC_THRESHOLD)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*threshold)
+        gc.unfreeze()

@@ -8,6 +8,7 @@ name, or the manifest's rollout id) and store folder; nothing is read yet beyond
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -108,22 +109,33 @@ def discover(
     inputs = Inputs()
     attributed = {entry.path.resolve(): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]
-    seen: set[Path] = {exclude.resolve()} if exclude is not None else set()
+    seen: set[object] = {_file_identity(exclude)} if exclude is not None and exclude.exists() else set()
 
     def unreadable(exc: OSError) -> None:
         inputs.by_kind["unreadable"] += 1
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(exc.filename)))
 
     for named in [*paths, *(entry.path for entry in manifest)]:
+        named_entry = attributed.get(named.resolve()) if attributed else None
         for file in walk(named, unreadable):
-            resolved = file.absolute() if file.is_symlink() else file.resolve()
-            if resolved in seen:
+            identity = _file_identity(file)
+            if identity in seen:
                 continue
-            seen.add(resolved)
-            entry = attributed.get(resolved) or attributed.get(named.resolve())
+            seen.add(identity)
+            entry = (attributed.get(file.resolve()) or named_entry) if attributed else None
             _classify(inputs, file, str(named), file == named, force_kind, entry, sink)
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     return inputs
+
+
+def _file_identity(file: Path) -> object:
+    """The same file reached by two paths (overlapping inputs) has one identity; a symlink is its own
+    file (it may be refused while its target is read)."""
+    try:
+        stat = os.lstat(file)
+    except OSError:
+        return file.absolute()
+    return (stat.st_dev, stat.st_ino)
 
 
 def _classify(

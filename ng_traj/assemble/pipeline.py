@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ng_traj.assemble.build import BuildOptions, BuildTally, run_slots
+from ng_traj.assemble.build import BuildOptions, BuildTally, Encode, encode_line, run_slots
 from ng_traj.assemble.inputs import Inputs, discover
 from ng_traj.assemble.plan import PlanStats, Slot, plan
 from ng_traj.diagnostics import LINE_SKIP_CODES, DiagnosticSink
@@ -92,10 +92,17 @@ def build(
     stats: PlanStats,
     options: BuildOptions,
     sink: DiagnosticSink,
-    write: Callable[[bytes], Any],
+    write: Callable[[Any], Any],
     on_slot: Callable[[Slot], None] | None = None,
+    *,
+    encode: Encode = encode_line,
+    jobs: int = 1,
 ) -> BuildSummary:
-    """Assemble and write every slot; return the summary."""
-    tally = run_slots(slots, options, sink, write, on_slot)
+    """Assemble and write every slot; return the summary.
+
+    ``encode`` turns each built slot into what ``write`` takes (the JSONL line by default; the
+    Parquet rows for a dataset); ``jobs`` worker processes assemble slots when above 1.
+    """
+    tally = run_slots(slots, options, sink, write, on_slot, encode=encode, jobs=jobs)
     empty = [named for named in inputs.named if tally.by_named[named] == 0]
     return BuildSummary(inputs, stats, tally, sink, empty)

@@ -24,7 +24,7 @@ availability gaps.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,7 +78,8 @@ class ProjectionInputs:
         capture_gaps: The capture attachment's gap values.
         extra_calls: Model calls no capture holds (native transcript usage, row judge records), appended
             after the captured calls; each carries its own gap.
-        fallback: Used only when no invocation would have a conversation.
+        fallback: Used only when no invocation would have a conversation; may be a function making it
+            (called only then, since validating a long row history costs time).
         build_gaps: ng-traj gaps about the rollout's artifacts (identity, attribution).
     """
 
@@ -89,7 +90,7 @@ class ProjectionInputs:
     capture_calls: Sequence[Mapping[str, Any]] = ()
     capture_gaps: Sequence[Any] = ()
     extra_calls: Sequence[TrajectoryModelCall] = ()
-    fallback: Fallback | None = None
+    fallback: Fallback | Callable[[], Fallback | None] | None = None
     build_gaps: Sequence[ObservationGap] = ()
 
 
@@ -248,8 +249,10 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
     state.model_calls.extend(inputs.extra_calls)
     state.gaps.extend(inputs.build_gaps)
     if inputs.fallback is not None and not any(invocation.conversation for invocation in state.invocations):
-        state.invocations.append(inputs.fallback.invocation)
-        state.gaps.append(inputs.fallback.gap)
+        fallback = inputs.fallback() if callable(inputs.fallback) else inputs.fallback
+        if fallback is not None:
+            state.invocations.append(fallback.invocation)
+            state.gaps.append(fallback.gap)
     if not state.model_calls:
         state.gaps.append(ObservationGap(code="model_calls_unavailable"))
     if not state.turns:

@@ -28,7 +28,6 @@ from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.conversation import validate_items
 from ng_traj.sources.capture import CaptureEvidence
 
-_RECORD_FIELDS = tuple(ModelCallRecord.model_fields)
 REDACTION_GAP = "multimodal_history_redacted"
 
 
@@ -51,7 +50,7 @@ class CaptureState:
 
 def record_mapping(record: ModelCallRecord) -> dict[str, Any]:
     """A ``ModelCallRecord`` as a plain mapping, without copying its payloads."""
-    return {name: getattr(record, name) for name in _RECORD_FIELDS}
+    return dict(record.__dict__)
 
 
 def capture_from_evidence(evidence: CaptureEvidence | None, error: bool = False) -> CaptureState:

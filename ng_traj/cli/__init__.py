@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ng_traj import __version__
-from ng_traj.cli import build, matrix, schema, validate
+from ng_traj.cli import build, convert, matrix, schema, validate
 
 app = typer.Typer(
     name="ng-traj",
@@ -42,6 +42,7 @@ def _root(
 app.command("build")(build.command)
 app.command("validate")(validate.command)
 app.command("matrix")(matrix.command)
+app.command("convert")(convert.command)
 app.command("schema")(schema.command)
 
 

@@ -30,7 +30,14 @@ def command(
         str | None,
         typer.Option("-o", "--output", help="Output file; '-' for standard output.", show_default=False),
     ] = None,
-    output_format: Annotated[str, typer.Option("--format", help="Output format: jsonl.")] = "jsonl",
+    output_format: Annotated[
+        str | None,
+        typer.Option(
+            "--format",
+            help="Output format: jsonl, or parquet (a dataset directory); default parquet when OUT ends in .parquet, else jsonl.",
+            show_default=False,
+        ),
+    ] = None,
     force_kind: Annotated[str | None, typer.Option("--as", help=KINDS_HELP, show_default=False)] = None,
     manifest: Annotated[
         Path | None,
@@ -54,6 +61,9 @@ def command(
     max_line_bytes: Annotated[
         int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
+    jobs: Annotated[
+        int, typer.Option("--jobs", "-j", help="Worker processes assembling rollouts (output identical to 1).", min=1)
+    ] = 1,
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """Assemble trajectories from retained artifacts: rollout rows, model-call capture stores and the
@@ -61,9 +71,10 @@ def command(
 
     Every rollout row yields one ng_trajectory record (schema 1.0); capture files and sessions
     without a row yield their own; rows with no identity are identified by file and line. Records
-    are ordered by rollout id. Diagnostics go to standard error; a summary follows (--json for
-    JSON). Exit 0 on success (warnings allowed), 1 when a named input yields nothing (or nothing at
-    all is built: the output is then left as it was), 2 for usage errors.
+    are ordered by rollout id and written as JSONL or as a Parquet dataset (a directory, one table
+    per entity). Diagnostics go to standard error; a summary follows (--json for JSON). Exit 0 on
+    success (warnings allowed), 1 when a named input yields nothing (or nothing at all is built:
+    the output is then left as it was), 2 for usage errors.
     """
     from ng_traj.cli.build_run import BuildRequest, run
 
@@ -82,5 +93,6 @@ def command(
         quiet=quiet,
         max_line_bytes=max_line_bytes,
         stdout_is_terminal=sys.stdout.isatty(),
+        jobs=jobs,
     )
     guarded(debug, lambda: run(request))

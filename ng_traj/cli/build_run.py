@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sys
+import tempfile
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -11,7 +14,7 @@ import orjson
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
-from ng_traj.assemble.build import BuildOptions
+from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
@@ -21,6 +24,7 @@ from ng_traj.roles import parse_roles
 from ng_traj.sources.detect import KINDS
 from ng_traj.sources.manifest import read_manifest
 from ng_traj.sources.native import READERS
+from ng_traj.writers.spool import SpoolLines, spool_appender
 
 
 @dataclass(frozen=True)
@@ -41,22 +45,39 @@ class BuildRequest:
     quiet: bool
     max_line_bytes: int
     stdout_is_terminal: bool
+    jobs: int = 1
 
 
-def _check(request: BuildRequest) -> str:
+FORMATS = ("jsonl", "parquet")
+
+
+def output_format(requested: str | None, output: str) -> str:
+    """The output format: as requested, else ``parquet`` for a path ending in ``.parquet``, else ``jsonl``.
+
+    Raises:
+        RunError: An unknown format, or Parquet to standard output.
+    """
+    chosen = requested or ("parquet" if output.endswith(".parquet") else "jsonl")
+    if chosen not in FORMATS:
+        raise RunError(f"--format {requested!r}: choose from {', '.join(FORMATS)}")
+    if chosen == "parquet" and output == STDOUT:
+        raise RunError("a Parquet dataset is a directory: name it with -o (standard output takes JSONL only)")
+    return chosen
+
+
+def _check(request: BuildRequest) -> tuple[str, str]:
     kinds = (*KINDS, *sorted(READERS))
     if request.force_kind is not None and request.force_kind not in kinds:
         raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(kinds)}")
-    if request.output_format != "jsonl":
-        raise RunError(f"--format {request.output_format!r}: only jsonl is supported")
-    if request.output is None:
-        if request.stdout_is_terminal:
-            raise RunError("name an output file with -o (or -o - for standard output)")
-        return STDOUT
-    target = Path(request.output).resolve()
-    if any(path.resolve() == target for path in request.inputs):
-        raise RunError(f"output {request.output} is one of the inputs; name another file")
-    return request.output
+    if request.output is None and request.stdout_is_terminal:
+        raise RunError("name an output file with -o (or -o - for standard output)")
+    output = STDOUT if request.output is None else request.output
+    chosen = output_format(request.output_format, output)
+    if chosen == "parquet" and request.attach:
+        raise RunError("--attach writes rollout rows (JSONL); a Parquet dataset holds trajectories: drop one")
+    if output != STDOUT and any(path.resolve() == Path(output).resolve() for path in request.inputs):
+        raise RunError(f"output {output} is one of the inputs; name another file")
+    return output, chosen
 
 
 def _printer(request: BuildRequest, console) -> object:
@@ -72,7 +93,7 @@ def _printer(request: BuildRequest, console) -> object:
 
 def run(request: BuildRequest) -> int:
     """Run a build; returns the exit code (PRODUCT.md §10.15)."""
-    output = _check(request)
+    output, chosen = _check(request)
     try:
         roles = parse_roles(request.roles)
     except ValueError as exc:
@@ -97,15 +118,19 @@ def run(request: BuildRequest) -> int:
     )
     show_progress = console.is_terminal and not request.json_output
     columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    summary = None
     with (
-        atomic_file(output) as handle,
+        contextlib.suppress(AbortWrite),
+        _open_output(output, chosen, request.jobs, roles) as (write, encode),
         Progress(*columns, console=console, transient=True, disable=not show_progress) as bar,
     ):
         task = bar.add_task("build", total=len(slots))
         sink.emit = _printer(request, bar.console)  # type: ignore[assignment]
-        summary = build(inputs, slots, stats, options, sink, handle.write, lambda _: bar.advance(task))
+        advance = lambda _: bar.advance(task)  # noqa: E731
+        summary = build(inputs, slots, stats, options, sink, write, advance, encode=encode, jobs=request.jobs)
         if not summary.tally.trajectories and output != STDOUT:
             raise AbortWrite
+    assert summary is not None
     _render(summary, request, output, console)
     return EXIT_DATA if summary.empty_inputs or not summary.tally.trajectories else EXIT_OK
 
@@ -119,6 +144,28 @@ def _safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {_safe(key): _safe(item) for key, item in value.items()}
     return value
+
+
+@contextlib.contextmanager
+def _open_output(
+    output: str, chosen: str, jobs: int, roles: dict[str, str]
+) -> Iterator[tuple[Callable[[Any], Any], Encode]]:
+    """The atomic output: a JSONL file (or standard output) or a Parquet dataset (pyarrow loaded here).
+
+    With several jobs, JSONL lines come from the workers through spool files (``writers/spool.py``).
+    """
+    if chosen == "parquet":
+        from ng_traj.writers.parquet import open_dataset
+
+        with open_dataset(output, roles=roles) as dataset:
+            yield dataset.add_rows, dataset.encoder()
+        return
+    if jobs > 1:
+        with atomic_file(output) as handle, tempfile.TemporaryDirectory(prefix="ng-traj-spool-") as folder:
+            yield spool_appender(handle), SpoolLines(folder)
+        return
+    with atomic_file(output) as handle:
+        yield handle.write, encode_line
 
 
 def _render(summary: BuildSummary, request: BuildRequest, output: str, console) -> None:

@@ -35,7 +35,10 @@ class Tally:
 
 
 def command(
-    files: Annotated[list[Path], typer.Argument(help="ng_trajectory JSONL files, or rollout JSONL files.")],
+    files: Annotated[
+        list[Path],
+        typer.Argument(help="ng_trajectory JSONL files, rollout JSONL files, or Parquet dataset directories."),
+    ],
     json_output: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     max_line_bytes: Annotated[
         int, typer.Option(help="Skip (and report) lines longer than this many bytes.", min=1)
@@ -44,7 +47,8 @@ def command(
 ) -> None:
     """Check trajectory files: the 1.0 contract, its invariants and cross-references.
 
-    Reads ng_trajectory JSONL, or rollout rows carrying ng_trajectory (and ng_agent_observations).
+    Reads ng_trajectory JSONL, rollout rows carrying ng_trajectory (and ng_agent_observations), or
+    Parquet datasets written by ng-traj (rows joined back into records; the line is the record's position).
     Prints one line per problem, `path:line: severity[code] pointer: message`, then a summary.
     Files are streamed; nothing is written. Exit 0 when every record is valid (warnings allowed),
     1 when any record or line is invalid, 2 for usage errors.
@@ -56,9 +60,9 @@ def _run(files: list[Path], json_output: bool, max_line_bytes: int) -> int:
     for path in files:
         if not path.exists():
             raise RunError(f"{path}: no such file")
-        if path.is_dir():
-            raise RunError(f"{path} is a directory; name the JSONL files to check")
-    from ng_traj.validate import validate_file
+        if path.is_dir() and not (path / "trajectories.parquet").is_file():
+            raise RunError(f"{path} is a directory but not an ng-traj Parquet dataset; name the JSONL files to check")
+    from ng_traj.validate import validate_dataset, validate_file
 
     tally = Tally()
     with byte_progress(enabled=not json_output) as progress:
@@ -66,8 +70,11 @@ def _run(files: list[Path], json_output: bool, max_line_bytes: int) -> int:
         sink = DiagnosticSink(emit)
         for path in files:
             tally.files += 1
-            progress.start(path.name, path.stat().st_size)
-            result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=progress.advance_to)
+            if path.is_dir():
+                result = validate_dataset(path, sink)
+            else:
+                progress.start(path.name, path.stat().st_size)
+                result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=progress.advance_to)
             tally.records += result.records
             tally.invalid += result.invalid
             tally.skipped += result.skipped

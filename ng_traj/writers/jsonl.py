@@ -24,11 +24,36 @@ SERIALISE_ERRORS = (PydanticSerializationError, ValueError, TypeError, Recursion
 def record_json(record: BaseModel) -> bytes:
     """Compact JSON of a contract record (all fields, nulls included), without a newline.
 
+    The bytes are exactly those of pydantic's ``model_dump_json()`` (the goldens pin it, and
+    ``tests/test_parquet.py`` compares both over the fixtures and a generated corpus), made by orjson:
+    models become their fields in declaration order followed by their extra keys, and open values
+    (payloads, conversation parts) are JSON values already, which orjson writes several times faster
+    than pydantic's type inference does.
+
     Raises:
-        PydanticSerializationError: A value is nested deeper than the serialiser allows; see
-            :func:`trajectory_json` for the fallback.
+        TypeError: A value is nested deeper than orjson allows; see :func:`payloads_as_text`.
     """
-    return record.__pydantic_serializer__.to_json(record)
+    return orjson.dumps(record, default=model_fields)
+
+
+def model_fields(value: Any) -> dict[str, Any]:
+    """A contract model as its fields in declaration order, then its extra keys (orjson's ``default``).
+
+    Raises:
+        TypeError: ``value`` is not a pydantic model (orjson reports it).
+    """
+    names = _FIELD_NAMES.get(type(value))
+    if names is None:
+        if not isinstance(value, BaseModel):
+            raise TypeError(f"{type(value).__name__} is not a contract model")
+        names = _FIELD_NAMES[type(value)] = tuple(type(value).model_fields)
+    values = value.__dict__
+    fields = {name: values[name] for name in names}
+    extra = value.__pydantic_extra__
+    return {**fields, **extra} if extra else fields
+
+
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _as_text(value: Any) -> Any:
@@ -37,21 +62,14 @@ def _as_text(value: Any) -> Any:
     return value
 
 
-def trajectory_json(record: TrajectoryRecord) -> tuple[TrajectoryRecord, bytes, bool]:
-    """Serialise a trajectory; when an open value is nested too deep to serialise, write the open
-    values (payloads, tool outputs, turn questions and answers) as JSON *text* instead (the contract
-    allows any JSON value there).
-
-    Returns:
-        The record as written, its JSON, and whether the fallback was needed.
+def payloads_as_text(record: TrajectoryRecord) -> TrajectoryRecord:
+    """The record with its open values (payloads, tool outputs, turn questions, answers and reasoning)
+    as JSON *text*: the fallback for values nested too deep for the JSON writers (the contract allows
+    any JSON value there).
 
     Raises:
-        ValueError, RecursionError: Even the fallback failed (a conversation item too deep).
+        RecursionError: A value is too deep even for the standard library's serialiser.
     """
-    try:
-        return record, record_json(record), False
-    except SERIALISE_ERRORS:
-        pass
     calls = [
         c.model_copy(update={"request": _as_text(c.request), "response": _as_text(c.response)})
         for c in record.model_calls
@@ -61,8 +79,7 @@ def trajectory_json(record: TrajectoryRecord) -> tuple[TrajectoryRecord, bytes, 
         t.model_copy(update={k: _as_text(getattr(t, k)) for k in ("question", "answer", "reasoning_content")})
         for t in record.turns
     ]
-    record = record.model_copy(update={"model_calls": calls, "tool_calls": tools, "turns": turns})
-    return record, record_json(record), True
+    return record.model_copy(update={"model_calls": calls, "tool_calls": tools, "turns": turns})
 
 
 def row_json(row: dict[str, Any], attachments: dict[str, bytes]) -> bytes:

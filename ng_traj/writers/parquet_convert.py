@@ -1,0 +1,123 @@
+"""Converting between trajectory JSONL and the Parquet dataset (``ng-traj convert``), both ways.
+
+JSONL -> Parquet reads ``ng_trajectory`` records, or rollout rows carrying one (the ``--attach``
+output, whose ``agent_ref.name``, ``ng_agent_observations.source`` and compaction observations fill
+the convenience columns and the ``compactions`` table). Every record is validated and serialised
+with ``record_json``, the one serialiser of a record, before it is split into rows.
+
+Parquet -> JSONL joins each trajectory's rows back, validates the value and serialises it with
+``record_json`` again, so JSONL -> Parquet -> JSONL gives the same bytes (the ``compactions`` table
+and the convenience columns have no place in ``ng_trajectory`` and are not written back).
+
+Records that fail the contract are reported (``ng-traj validate`` diagnostics) and skipped.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pydantic import ValidationError
+
+from ng_traj.contract import AgentObservationBundle, ContextCompactionObservation, TrajectoryRecord
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
+from ng_traj.validate import findings_from_error
+from ng_traj.writers.jsonl import record_json
+from ng_traj.writers.parquet import open_dataset, read_dataset
+from ng_traj.writers.parquet_rows import Extras
+
+
+@dataclass
+class Converted:
+    """Counts of one conversion: trajectories written and records skipped."""
+
+    written: int = 0
+    skipped: int = 0
+
+
+def _record(value: Any, sink: DiagnosticSink, path: str, line: int, prefix: str = "") -> TrajectoryRecord | None:
+    try:
+        return TrajectoryRecord.model_validate(value)
+    except ValidationError as exc:
+        for finding in findings_from_error(exc, value, prefix):
+            pointer = finding.pointer or None
+            sink.add(Diagnostic("error", finding.code, finding.message, path=path, line=line, pointer=pointer))
+        return None
+
+
+def _row_extras(row: dict[str, Any]) -> Extras:
+    agent_ref = row.get("agent_ref")
+    agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
+    try:
+        bundle = AgentObservationBundle.model_validate(row["ng_agent_observations"])
+    except (KeyError, ValidationError):
+        return Extras(agent if isinstance(agent, str) else None)
+    compactions = [
+        (bundle.source, record.model_dump(mode="json"))
+        for record in bundle.records
+        if isinstance(record, ContextCompactionObservation)
+    ]
+    return Extras(agent if isinstance(agent, str) else None, bundle.source, compactions)
+
+
+def jsonl_to_dataset(
+    source: Path, target: str | Path, sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> Converted:
+    """Write the trajectories of a JSONL file as a dataset at ``target`` (atomically).
+
+    Raises:
+        RunError: ``target`` cannot be written or holds something other than a dataset.
+    """
+    counts = Converted()
+    name = str(source)
+    with open_dataset(target) as dataset:
+        for line in read_json_objects(source, sink, max_line_bytes=max_line_bytes):
+            row = line.value
+            is_row = "ng_trajectory" in row
+            record = _record(row["ng_trajectory"] if is_row else row, sink, name, line.line, "ng_trajectory" * is_row)
+            if record is None:
+                counts.skipped += 1
+                continue
+            dataset.add(record, _row_extras(row) if is_row else Extras())
+            counts.written += 1
+    return counts
+
+
+def dataset_records(source: Path, sink: DiagnosticSink) -> Iterator[tuple[int, Any]]:
+    """Yield ``(trajectory_index, JSON value)`` of every trajectory of a dataset; report broken rows.
+
+    A trajectory whose rows do not form a value is reported (``dataset_invalid``) and yielded with
+    the value ``None``.
+
+    Raises:
+        DatasetError: The dataset lacks a table or a column.
+    """
+    name = str(source)
+    for record in read_dataset(source):
+        if record.stray_rows:
+            message = f"{record.stray_rows} row(s) before this trajectory name no trajectory (or are out of order)"
+            sink.add(Diagnostic("error", "dataset_invalid", message, path=name, line=record.index + 1))
+        if record.problem is not None:
+            line = record.index + 1 if record.index >= 0 else None
+            sink.add(Diagnostic("error", "dataset_invalid", record.problem, path=name, line=line))
+        yield record.index, record.value
+
+
+def dataset_to_jsonl(source: Path, write: Callable[[bytes], Any], sink: DiagnosticSink) -> Converted:
+    """Write every trajectory of a dataset as JSONL through ``write``, in dataset order.
+
+    Raises:
+        DatasetError: The dataset lacks a table or a column.
+    """
+    counts = Converted()
+    for index, value in dataset_records(source, sink):
+        record = _record(value, sink, str(source), index + 1) if value is not None else None
+        if record is None:
+            counts.skipped += 1
+            continue
+        write(record_json(record) + b"\n")
+        counts.written += 1
+    return counts

@@ -1,0 +1,345 @@
+"""Rows of the Parquet dataset: a trajectory split into rows per table, and rows joined back.
+
+The Arrow schemas are in ``writers/parquet.py``; this module needs no pyarrow, so worker processes
+and the build import it cheaply. One table per entity (PRODUCT.md §5): ``trajectories``,
+``invocations``, ``conversation_items``, ``turns``, ``model_calls``, ``tool_calls``, ``gaps`` and
+``compactions``. Every row carries the key
+columns ``trajectory_index`` (0-based position of its trajectory in the dataset, which is the line
+number minus one of the same build as JSONL; unique even when several runs share a rollout id),
+``rollout_id`` and ``task_id``, then its position in its parent list (``*_index``) and the entity's
+fields: ids, statuses and codes as strings, times as float64 UTC Unix **seconds**, durations and
+latencies as float64 **milliseconds**, token counts and HTTP statuses as int64, and open values
+(payloads, conversation items, questions, answers, tool outputs) as JSON text. Model-call refs are
+lists of ``{model_call_id, model_ref_type, model_ref_name, response_id}`` structs.
+
+Convenience columns exist only here, never in ``ng_trajectory``: ``agent`` (the row's
+``agent_ref.name``) and ``producer`` (the ``source`` of the observation bundle of highest
+precedence) on trajectories, ``role`` (from the build's role map by ``model_ref.name``) on model
+calls. ``compactions`` holds the ``ContextCompactionObservation`` records of the observation bundles
+a trajectory was projected from; ``ng_trajectory`` has no place for them, so they do not come back
+when a dataset is converted to JSONL.
+
+Rows are made from a validated record, open values serialised as ``record_json`` serialises them,
+so a row holds exactly what the JSONL line holds; :func:`record_value` rebuilds that JSON value.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from ng_traj.contract import TrajectoryModelCall, TrajectoryRecord, TrajectoryToolCall, TrajectoryTurn
+from ng_traj.writers.jsonl import model_fields
+
+
+@dataclass
+class Extras:
+    """What a trajectory's rows carry beyond the record (Parquet-only convenience columns).
+
+    Attributes:
+        agent: The rollout row's ``agent_ref.name``.
+        producer: ``source`` of the highest-precedence observation bundle projected.
+        compactions: ``(source, compaction observation as JSON)`` of every projected bundle.
+    """
+
+    agent: str | None = None
+    producer: str | None = None
+    compactions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def _json(value: Any) -> bytes | None:
+    """JSON text as UTF-8 bytes (Arrow takes them without decoding; see ``writers/parquet.py``).
+
+    Copied once to its exact size: orjson's result keeps the slack of its growing buffer (up to
+    twice the text), which rows waiting for their row group would otherwise hold.
+    """
+    return None if value is None else memoryview(orjson.dumps(value, default=model_fields)).tobytes()
+
+
+def _ref(ref: Any) -> dict[str, Any] | None:
+    if ref is None:
+        return None
+    if isinstance(ref, Mapping):
+        model_ref = ref.get("model_ref") or {}
+        values = (ref.get("model_call_id"), model_ref.get("type"), model_ref.get("name"), ref.get("response_id"))
+    else:
+        model_ref = ref.model_ref
+        values = (
+            ref.model_call_id,
+            *((model_ref.type, model_ref.name) if model_ref else (None, None)),
+            ref.response_id,
+        )
+    return dict(zip(REF_FIELDS, values, strict=True))
+
+
+REF_FIELDS = ("model_call_id", "model_ref_type", "model_ref_name", "response_id")
+
+
+def _refs(refs: Iterable[Any]) -> list[dict[str, Any]]:
+    return [_ref(ref) for ref in refs]  # type: ignore[misc]
+
+
+Rows = dict[str, list[tuple[Any, ...]]]
+
+_ROW_OVERHEAD = 64
+
+
+def weight(rows: list[tuple[Any, ...]]) -> int:
+    """Approximate bytes of some rows: their text, plus a fixed amount per row (row-group sizing)."""
+    return sum(_ROW_OVERHEAD + sum(len(value) for value in row if type(value) in (str, bytes)) for row in rows)
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """One trajectory's rows per table and their :func:`weight` per table (computed where the rows are made)."""
+
+    rows: Rows
+    weights: dict[str, int]
+
+    @classmethod
+    def of(cls, rows: Rows) -> Encoded:
+        """Rows with their weights."""
+        return cls(rows, {name: weight(table) for name, table in rows.items() if table})
+
+
+def record_rows(index: int, record: TrajectoryRecord, extras: Extras, roles: Mapping[str, str]) -> Rows:
+    """Split one trajectory into rows per table, each row a tuple in schema order.
+
+    Open values are written as JSON text with ``record_json``'s own rules, so they hold exactly what
+    the JSONL line holds.
+
+    Args:
+        index: The trajectory's position in the dataset.
+        record: The trajectory.
+        extras: Convenience values and compaction observations.
+        roles: Model-server name -> role, for the ``role`` column (unmapped: null).
+    """
+    key = (index, record.rollout_id, record.task_id)
+    counts = (len(record.invocations), len(record.turns), len(record.model_calls), len(record.tool_calls))
+    rows: Rows = {
+        "trajectories": [(*key, record.schema_version, extras.agent, extras.producer, *counts, len(record.gaps))],
+        "invocations": [],
+        "conversation_items": [],
+        "turns": [_turn_row(key, n, turn) for n, turn in enumerate(record.turns)],
+        "model_calls": [_call_row(key, n, call, roles) for n, call in enumerate(record.model_calls)],
+        "tool_calls": [_tool_row(key, n, tool) for n, tool in enumerate(record.tool_calls)],
+        "gaps": [(*key, n, g.code, g.invocation_id, g.detail) for n, g in enumerate(record.gaps)],
+        "compactions": [_compaction_row(key, n, *pair) for n, pair in enumerate(extras.compactions)],
+    }
+    for n, invocation in enumerate(record.invocations):
+        conversation = invocation.conversation
+        rows["invocations"].append(
+            (
+                *key,
+                n,
+                invocation.invocation_id,
+                invocation.parent_invocation_id,
+                invocation.spawned_by_tool_call_id,
+                invocation.status,
+                invocation.duration_ms,
+                invocation.error_type,
+                _refs(invocation.model_calls),
+                len(conversation),
+            )
+        )
+        rows["conversation_items"].extend(
+            _item_row(key, n, invocation.invocation_id, m, item) for m, item in enumerate(conversation)
+        )
+    return rows
+
+
+def _text(item: Any, name: str) -> str | None:
+    value = item.__dict__.get(name)
+    if value is None and item.__pydantic_extra__:
+        value = item.__pydantic_extra__.get(name)
+    return value if isinstance(value, str) else None
+
+
+def _item_row(key: tuple, invocation: int, invocation_id: str, n: int, item: Any) -> tuple[Any, ...]:
+    names = ("type", "role", "call_id", "name")
+    return (*key, invocation, invocation_id, n, *(_text(item, name) for name in names), _json(item))
+
+
+def _turn_row(key: tuple, n: int, turn: TrajectoryTurn) -> tuple[Any, ...]:
+    return (
+        *key,
+        n,
+        turn.invocation_id,
+        turn.turn_no,
+        turn.timestamp,
+        _json(turn.question),
+        _json(turn.answer),
+        _json(turn.reasoning_content),
+        turn.resolved,
+        turn.step_count,
+        _refs(turn.model_calls),
+    )
+
+
+def _call_row(key: tuple, n: int, call: TrajectoryModelCall, roles: Mapping[str, str]) -> tuple[Any, ...]:
+    meta, tokens = call.response_metadata, call.token_stats
+    ref_type, name = (meta.model_ref.type, meta.model_ref.name) if meta.model_ref is not None else (None, None)
+    return (
+        *key,
+        n,
+        call.model_call_id,
+        call.started_at,
+        call.completed_at,
+        call.duration_ms,
+        meta.response_id,
+        ref_type,
+        name,
+        roles.get(name) if name is not None else None,
+        meta.model,
+        meta.dialect,
+        meta.status_code,
+        meta.response_status,
+        meta.finish_reason,
+        meta.error_category,
+        meta.latency_ttft_ms,
+        tokens.prompt_tokens,
+        tokens.completion_tokens,
+        tokens.reasoning_tokens,
+        tokens.total_tokens,
+        tokens.cached_tokens,
+        _json(call.request),
+        _json(call.response),
+    )
+
+
+def _tool_row(key: tuple, n: int, tool: TrajectoryToolCall) -> tuple[Any, ...]:
+    return (
+        *key,
+        n,
+        tool.invocation_id,
+        tool.tool_call_id,
+        tool.sandbox_id,
+        tool.tool_name,
+        tool.started_at,
+        tool.completed_at,
+        tool.duration_ms,
+        tool.timing_source,
+        tool.status,
+        tool.error_type,
+        _json(tool.output),
+    )
+
+
+def _compaction_row(key: tuple, n: int, source: str, compaction: Mapping[str, Any]) -> tuple[Any, ...]:
+    names = ("invocation_id", "observed_at", "trigger", "tokens_before", "tokens_after", "outcome", "summary")
+    return (
+        *key,
+        n,
+        source,
+        *(compaction.get(name) for name in names),
+        compaction.get("first_kept_item_id"),
+        _ref(compaction.get("before_model_call")),
+        _refs(compaction.get("model_calls") or []),
+        _ref(compaction.get("after_model_call")),
+    )
+
+
+@dataclass(frozen=True)
+class RowEncoder:
+    """Turns a built slot into its dataset rows (picklable, so ``--jobs`` workers make the rows).
+
+    Attributes:
+        roles: Model-server name -> role, for the ``role`` column of ``model_calls``.
+    """
+
+    roles: Mapping[str, str] = field(default_factory=dict)
+
+    def __call__(self, index: int, built: Any) -> Encoded:
+        """Rows of ``built`` (an ``assemble.build.Built``) at dataset position ``index`` (values too
+        deep for JSON degrade as ``Built.encoded`` says)."""
+        return Encoded.of(built.encoded(lambda record: record_rows(index, record, built.extras, self.roles)))
+
+
+# -- rows back to the record's JSON value ---------------------------------------------------------
+
+
+def _model_ref(row: Mapping[str, Any]) -> dict[str, Any] | None:
+    if row["model_ref_type"] is None and row["model_ref_name"] is None:
+        return None
+    return {"type": row["model_ref_type"], "name": row["model_ref_name"]}
+
+
+def _unref(ref: Mapping[str, Any]) -> dict[str, Any]:
+    return {"model_call_id": ref["model_call_id"], "model_ref": _model_ref(ref), "response_id": ref["response_id"]}
+
+
+def _unjson(text: str | None) -> Any:
+    return None if text is None else orjson.loads(text)
+
+
+def _pick(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
+    return {name: row[name] for name in names}
+
+
+def record_value(tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The ``ng_trajectory`` JSON value of one trajectory from its rows (as dicts, in row order).
+
+    Raises:
+        orjson.JSONDecodeError: A JSON text column does not hold JSON.
+        KeyError: A column is missing.
+    """
+    head = tables["trajectories"][0]
+    items: dict[int, list[Any]] = {}
+    for row in tables["conversation_items"]:
+        items.setdefault(row["invocation_index"], []).append(_unjson(row["item"]))
+    invocations = [
+        {
+            **_pick(row, ("invocation_id", "parent_invocation_id", "spawned_by_tool_call_id", "status")),
+            **_pick(row, ("duration_ms", "error_type")),
+            "model_calls": [_unref(ref) for ref in row["model_calls"]],
+            "conversation": items.get(row["invocation_index"], []),
+        }
+        for row in tables["invocations"]
+    ]
+    return {
+        "schema_version": head["schema_version"],
+        "task_id": head["task_id"],
+        "rollout_id": head["rollout_id"],
+        "invocations": invocations,
+        "turns": [_unturn(row) for row in tables["turns"]],
+        "model_calls": [_uncall(row) for row in tables["model_calls"]],
+        "tool_calls": [_untool(row) for row in tables["tool_calls"]],
+        "gaps": [_pick(row, ("code", "invocation_id", "detail")) for row in tables["gaps"]],
+    }
+
+
+def _unturn(row: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        **_pick(row, ("invocation_id", "task_id", "rollout_id", "turn_no", "timestamp")),
+        "question": _unjson(row["question"]),
+        "answer": _unjson(row["answer"]),
+        "reasoning_content": _unjson(row["reasoning_content"]),
+        **_pick(row, ("resolved", "step_count")),
+        "model_calls": [_unref(ref) for ref in row["model_calls"]],
+    }
+
+
+def _uncall(row: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = ("model", "dialect", "status_code", "response_status", "finish_reason", "error_category")
+    tokens = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cached_tokens")
+    return {
+        **_pick(row, ("model_call_id", "started_at", "completed_at", "duration_ms")),
+        "request": _unjson(row["request"]),
+        "response": _unjson(row["response"]),
+        "response_metadata": {
+            "response_id": row["response_id"],
+            "model_ref": _model_ref(row),
+            **_pick(row, metadata),
+            "latency_ttft_ms": row["latency_ttft_ms"],
+        },
+        "token_stats": _pick(row, tokens),
+    }
+
+
+def _untool(row: Mapping[str, Any]) -> dict[str, Any]:
+    names = ("invocation_id", "tool_call_id", "sandbox_id", "tool_name", "started_at", "completed_at")
+    rest = ("duration_ms", "timing_source", "status", "error_type")
+    return {**_pick(row, names), **_pick(row, rest), "output": _unjson(row["output"])}

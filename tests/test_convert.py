@@ -1,0 +1,58 @@
+"""``ng-traj convert``: directions, --attach rows, records that break the contract, usage errors."""
+
+from __future__ import annotations
+
+import orjson
+import pyarrow.parquet as pq
+
+from conftest import FIXTURES, run_cli
+
+RETAINED = FIXTURES / "build" / "retained_run"
+
+
+def test_attach_rows_convert_their_trajectory_and_fill_the_parquet_only_columns(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    assert run_cli("build", RETAINED / "input", "-o", rows, "--attach").exit_code == 0
+    dataset = tmp_path / "rows.parquet"
+    result = run_cli("convert", rows, "-o", dataset)
+    assert result.exit_code == 0, result.stderr
+    assert "converted 13 trajectories" in result.stderr
+    heads = pq.read_table(dataset / "trajectories.parquet").to_pylist()
+    # Same agents and producers as a Parquet build: the rows' agent_ref and bundle sources.
+    assert [(h["rollout_id"], h["agent"], h["producer"]) for h in heads][:3] == [
+        ("0-0", "math_agent", None),
+        ("0-1", "math_agent", "openclaw"),
+        ("1-0", "math_agent", "claude_code"),
+    ]
+    back = run_cli("convert", dataset, "-o", "-")
+    assert back.stdout.encode() == (RETAINED / "expected.jsonl").read_bytes()
+
+
+def test_records_that_break_the_contract_are_reported_and_skipped(tmp_path):
+    lines = (RETAINED / "expected.jsonl").read_bytes().splitlines()
+    broken = orjson.loads(lines[0])
+    broken["model_calls"][0]["duration_ms"] = -1.0
+    source = tmp_path / "in.jsonl"
+    source.write_bytes(b"\n".join([orjson.dumps(broken), b"{not json", *lines[1:]]) + b"\n")
+    result = run_cli("convert", source, "-o", tmp_path / "out.parquet")
+    assert result.exit_code == 1
+    assert f"{source}:1: error[negative_value] model_calls.0.duration_ms" in result.stderr
+    assert f"{source}:2: error[invalid_json]" in result.stderr
+    assert "converted 12 trajectories" in result.stderr and "1 record(s) skipped" in result.stderr
+    assert pq.read_metadata(tmp_path / "out.parquet" / "trajectories.parquet").num_rows == 12
+
+
+def test_usage_errors(tmp_path):
+    missing = run_cli("convert", tmp_path / "nope.jsonl", "-o", tmp_path / "o.parquet")
+    assert missing.exit_code == 2 and "no such file or directory" in missing.stderr
+    plain_dir = run_cli("convert", tmp_path, "-o", tmp_path / "o.jsonl")
+    assert plain_dir.exit_code == 2 and "not an ng-traj Parquet dataset" in plain_dir.stderr
+    to_stdout = run_cli("convert", RETAINED / "expected.jsonl", "-o", "-")
+    assert to_stdout.exit_code == 2 and "a Parquet dataset is a directory" in to_stdout.stderr
+    same_format = run_cli("convert", RETAINED / "expected.jsonl", "-o", tmp_path / "o.jsonl")
+    assert same_format.exit_code == 2 and "name it like out.parquet" in same_format.stderr
+    file_there = tmp_path / "taken"
+    file_there.write_text("x")
+    taken = run_cli("convert", RETAINED / "expected.jsonl", "-o", file_there)
+    assert taken.exit_code == 2 and "not replaced" in taken.stderr and file_there.read_text() == "x"
+    assert "Traceback" not in missing.stderr + plain_dir.stderr + to_stdout.stderr + taken.stderr

@@ -1,0 +1,68 @@
+"""``--jobs N``: worker processes give the same bytes, diagnostics and summary as one process (PRODUCT.md §8)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from test_hermes_golden import materialise
+
+from conftest import FIXTURES
+
+
+def _build(inputs: Path, out: Path, jobs: int, *extra: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "ng_traj", "build", str(inputs), "-o", str(out), "--jobs", str(jobs), *extra]
+    return subprocess.run(command, capture_output=True, check=False)
+
+
+def _files(path: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())} if path.is_dir() else {"": path.read_bytes()}
+
+
+@pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])
+def test_two_jobs_write_what_one_job_writes(tmp_path, small_corpus, name):
+    one, two = tmp_path / "1" / name, tmp_path / "2" / name
+    one.parent.mkdir()
+    two.parent.mkdir()
+    first, second = _build(small_corpus, one, 1), _build(small_corpus, two, 2)
+    assert first.returncode == second.returncode == 0
+    assert _files(one) == _files(two)
+    # Diagnostics (the corrupt capture line of rollout 125) and the summary line, in the same order.
+    assert first.stderr.replace(bytes(one), b"OUT") == second.stderr.replace(bytes(two), b"OUT")
+    assert b"error[invalid_json]" in first.stderr and b"built 130 trajectories" in first.stderr
+
+
+def test_summary_json_and_diagnostics_are_identical(tmp_path):
+    inputs = FIXTURES / "build" / "retained_run" / "input"
+    runs = [_build(inputs, tmp_path / f"{jobs}.jsonl", jobs, "--json") for jobs in (1, 2, 3)]
+    summaries = [orjson.loads(run.stdout) for run in runs]
+    for summary in summaries:
+        summary.pop("output")
+    assert summaries[0] == summaries[1] == summaries[2]
+    assert summaries[0]["trajectories"] == 13 and summaries[0]["lines_skipped"] == 2
+    assert runs[0].stderr == runs[1].stderr == runs[2].stderr
+    expected = (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_bytes()
+    assert all((tmp_path / f"{jobs}.jsonl").read_bytes() == expected for jobs in (1, 2, 3))
+
+
+def test_jobs_must_be_positive(tmp_path):
+    result = _build(FIXTURES / "build" / "retained_run" / "input", tmp_path / "o.jsonl", 0)
+    assert result.returncode == 2 and b"--jobs" in result.stderr
+
+
+def test_role_totals_and_session_totals_survive_workers(tmp_path):
+    judge = FIXTURES / "judge" / "stores" / "input"
+    hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
+    roles = ("--role", "judge_model=judge", "--role", "policy_model=policy")
+    runs = [_build(judge, tmp_path / f"{jobs}.jsonl", jobs, "--json", *roles, str(hermes)) for jobs in (1, 2)]
+    summaries = [orjson.loads(run.stdout) for run in runs]
+    for summary in summaries:
+        summary.pop("output")
+    assert summaries[0] == summaries[1]
+    assert summaries[0]["roles"]["judge"]["calls"] == 5
+    assert summaries[0]["native_session_totals"]["sessions"] == 7
+    assert runs[0].stderr == runs[1].stderr
+    assert (tmp_path / "1.jsonl").read_bytes() == (tmp_path / "2.jsonl").read_bytes()

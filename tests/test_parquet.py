@@ -1,0 +1,283 @@
+"""The Parquet dataset: lossless round trips, table contents, DuckDB questions, atomicity (PRODUCT.md §5, §8).
+
+Expected values are derived by hand from the golden facts of ``test_build_golden.py`` (the retained
+run's rollouts, their calls and gaps) and from the fixture inputs, as each test says.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import duckdb
+import orjson
+import pyarrow.parquet as pq
+import pytest
+
+from conftest import FIXTURES, ROOT, generated_corpus, run_cli
+from ng_traj.assemble.build import BuildOptions
+from ng_traj.assemble.pipeline import build, prepare
+from ng_traj.contract import TrajectoryRecord
+from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+from ng_traj.writers.jsonl import record_json
+from ng_traj.writers.parquet import SCHEMAS, TABLES, open_dataset
+
+RETAINED = FIXTURES / "build" / "retained_run"
+GOLDENS = sorted(FIXTURES.glob("build/*/expected.jsonl"))
+HAND_WRITTEN = FIXTURES / "validate" / "valid" / "trajectories.jsonl"
+ROLES = {"policy_model": "policy", "judge_model": "judge"}
+
+
+def _table(path: Path, name: str) -> list[dict]:
+    return pq.read_table(path / f"{name}.parquet").to_pylist()
+
+
+@pytest.mark.parametrize("golden", GOLDENS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_jsonl_to_parquet_to_jsonl_is_byte_identical(tmp_path, golden):
+    dataset, back = tmp_path / "d.parquet", tmp_path / "back.jsonl"
+    assert run_cli("convert", golden, "-o", dataset).exit_code == 0
+    result = run_cli("convert", dataset, "-o", back)
+    assert result.exit_code == 0, result.stderr
+    assert back.read_bytes() == golden.read_bytes()
+
+
+def test_hand_written_trajectories_come_back_in_the_canonical_serialisation(tmp_path):
+    canonical = b"".join(
+        record_json(TrajectoryRecord.model_validate_json(line)) + b"\n"
+        for line in HAND_WRITTEN.read_bytes().splitlines()
+    )
+    assert canonical != HAND_WRITTEN.read_bytes()  # spaces and key order of a hand-written file
+    run_cli("convert", HAND_WRITTEN, "-o", tmp_path / "d.parquet")
+    assert run_cli("convert", tmp_path / "d.parquet", "-o", "-").stdout.encode() == canonical
+
+
+@pytest.mark.parametrize("name", ["retained_run", "legacy_attachments"])
+def test_build_to_parquet_converts_back_to_the_jsonl_build(tmp_path, name):
+    dataset = tmp_path / "out.parquet"
+    assert run_cli("build", FIXTURES / "build" / name / "input", "-o", dataset).exit_code == 0
+    result = run_cli("convert", dataset, "-o", "-")
+    assert result.stdout.encode() == (FIXTURES / "build" / name / "expected.jsonl").read_bytes()
+
+
+def test_record_json_is_pydantics_serialisation(small_corpus, tmp_path):
+    for golden in GOLDENS:
+        for line in golden.read_bytes().splitlines():
+            record = TrajectoryRecord.model_validate_json(line)
+            assert record_json(record) == record.model_dump_json().encode() == line
+    for line in HAND_WRITTEN.read_bytes().splitlines():
+        record = TrajectoryRecord.model_validate_json(line)
+        assert record_json(record) == record.model_dump_json().encode()
+    # A generated corpus: three dialects, streams, long histories, bundles with every record kind.
+    out = tmp_path / "corpus.jsonl"
+    assert run_cli("build", small_corpus, "-o", out, "-q").exit_code == 0
+    for line in out.read_bytes().splitlines():
+        assert TrajectoryRecord.model_validate_json(line).model_dump_json().encode() == line
+
+
+def test_tables_of_the_retained_run(tmp_path):
+    dataset = tmp_path / "out.parquet"
+    run_cli("build", RETAINED / "input", "-o", dataset)
+    assert sorted(p.name for p in dataset.iterdir()) == sorted(f"{name}.parquet" for name in TABLES)
+    for name in TABLES:
+        assert pq.read_schema(dataset / f"{name}.parquet").remove_metadata() == SCHEMAS[name]
+    heads = _table(dataset, "trajectories")
+    # 13 trajectories in output order; 3-0 is the orphan capture file (no row: no agent); the three
+    # rows with ng_agent_observations name their producers (rollouts.jsonl lines 5 and 6, failures line 1).
+    assert [h["rollout_id"] for h in heads][:3] == ["0-0", "0-1", "1-0"] and len(heads) == 13
+    assert [h["trajectory_index"] for h in heads] == list(range(13))
+    assert {h["rollout_id"]: h["producer"] for h in heads if h["producer"]} == {
+        "0-1": "openclaw",
+        "1-0": "claude_code",
+        "2-0": "pi",
+    }
+    assert {h["agent"] for h in heads} == {"math_agent", None}
+    assert [h["rollout_id"] for h in heads if h["agent"] is None] == ["3-0"]
+    # Every rollout but 3-0 has one invocation; 17 model calls, 2 tool calls, 35 gaps (golden facts).
+    counts = {name: len(_table(dataset, name)) for name in ("invocations", "model_calls", "tool_calls", "gaps")}
+    assert counts == {"invocations": 12, "model_calls": 17, "tool_calls": 2, "gaps": 35}
+    assert _table(dataset, "compactions") == []
+    second = _table(dataset, "model_calls")[1]
+    # 0-0's second call (capture/0-0.capture.jsonl line 2): 35 in (20 cached), 4 out (2 reasoning), 250 ms.
+    assert (second["rollout_id"], second["call_index"], second["response_id"]) == ("0-0", 1, "resp_a2")
+    assert (second["prompt_tokens"], second["cached_tokens"], second["completion_tokens"]) == (35, 20, 4)
+    assert (second["reasoning_tokens"], second["total_tokens"], second["duration_ms"]) == (2, 39, 250.0)
+    assert (second["started_at"], second["completed_at"], second["model_ref_name"]) == (
+        1786000001.0,
+        1786000001.25,
+        "policy_model",
+    )
+    assert orjson.loads(second["request"])["input"][2] == {
+        "type": "function_call_output",
+        "call_id": "call_calc",
+        "output": "42",
+    }
+    items = [row for row in _table(dataset, "conversation_items") if row["rollout_id"] == "0-0"]
+    assert [(i["type"], i["message_role"], i["call_id"]) for i in items] == [
+        ("message", "user", None),
+        ("function_call", None, "call_calc"),
+        ("function_call_output", None, "call_calc"),
+        ("message", "assistant", None),
+    ]
+
+
+def _rows_with_compaction(tmp_path: Path) -> Path:
+    refs = [{"model_call_id": f"{n:032x}"} for n in (1, 2)]
+    bundle = {
+        "source": "openclaw",
+        "records": [
+            {
+                "kind": "agent_invocation",
+                "invocation_id": "s1",
+                "conversation": [{"role": "user", "content": "hi", "type": "message"}],
+            },
+            {
+                "kind": "context_compaction",
+                "invocation_id": "s1",
+                "observed_at": 1786000003.5,
+                "trigger": "overflow",
+                "tokens_before": 9000,
+                "summary": "earlier steps used sk-proj-abcdefghijklmnopqrstuvwxyz0123456789",
+                "before_model_call": refs[0],
+                "after_model_call": refs[1],
+            },
+        ],
+    }
+    row = {"response": {"output": []}, "_ng_task_index": 7, "_ng_rollout_index": 0, "ng_agent_observations": bundle}
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(orjson.dumps(row) + b"\n")
+    return path
+
+
+def test_compactions_come_from_the_projected_bundles(tmp_path):
+    rows = _rows_with_compaction(tmp_path)
+    dataset = tmp_path / "out.parquet"
+    assert run_cli("build", rows, "-o", dataset).exit_code == 0
+    (compaction,) = _table(dataset, "compactions")
+    assert (compaction["rollout_id"], compaction["source"], compaction["invocation_id"]) == ("7-0", "openclaw", "s1")
+    assert (compaction["observed_at"], compaction["trigger"], compaction["tokens_before"]) == (
+        1786000003.5,
+        "overflow",
+        9000,
+    )
+    assert (compaction["tokens_after"], compaction["outcome"]) == (None, "unknown")
+    assert compaction["before_model_call"]["model_call_id"] == f"{1:032x}"
+    assert compaction["after_model_call"]["model_call_id"] == f"{2:032x}"
+    assert compaction["summary"].endswith("sk-proj-abcdefghijklmnopqrstuvwxyz0123456789")
+    # --redact masks the compactions as it masks the record.
+    assert run_cli("build", rows, "-o", tmp_path / "masked.parquet", "--redact").exit_code == 0
+    (masked,) = _table(tmp_path / "masked.parquet", "compactions")
+    assert masked["summary"] == "earlier steps used [REDACTED]"
+    # ng_trajectory has no place for it: the JSONL written back is the plain build.
+    jsonl = tmp_path / "out.jsonl"
+    run_cli("build", rows, "-o", jsonl)
+    assert run_cli("convert", dataset, "-o", "-").stdout.encode() == jsonl.read_bytes()
+
+
+def _sql_blocks() -> list[str]:
+    readme = (ROOT / "README.md").read_text()
+    section = readme.split("### Parquet datasets", 1)[1].split("\n## ", 1)[0]
+    return re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+
+
+def test_readme_duckdb_questions(tmp_path):
+    dataset = tmp_path / "out.parquet"
+    sink = DiagnosticSink()
+    inputs, slots, stats = prepare([RETAINED / "input"], sink, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
+    with open_dataset(dataset, roles=ROLES) as writer:
+        build(inputs, slots, stats, BuildOptions(capture_enabled=True), sink, writer.add_rows, encode=writer.encoder())
+    tokens, slowest, gaps = (
+        duckdb.sql(query.replace("out.parquet", str(dataset))).fetchall() for query in _sql_blocks()
+    )
+    # policy-1: 0-0 x2, 0-1, 1-1 x2, 2-1, 2-1-a1, 3-0, 10-0 x2, s7.eval-0 = 11 calls; prompt
+    # 20+35+40+60+10+10+10+12+15 = 212 and completion 8+4+15+3+256+2+2+2+9 = 301 (0-1's and one of
+    # 10-0's calls report no usage: null, not 0). claude-x (Anthropic): 1-0 x2 and 4-0, 112+135+330,
+    # 9+6+50. judge-1: the judge store's three calls, 30 in and 2 out each.
+    assert tokens == [
+        ("claude-x", "policy", 3, 577, 65),
+        ("judge-1", "judge", 3, 90, 6),
+        ("policy-1", "policy", 11, 212, 301),
+    ]
+    assert slowest == [("1-0", "calc", 150.0), ("0-0", "calc", 100.0)]
+    assert gaps[:4] == [
+        ("turns_unavailable", 11, 11),
+        ("conversation_from_rollout_record", 7, 7),
+        ("model_call_capture_no_records", 3, 3),
+        ("model_calls_unavailable", 3, 3),
+    ]
+    assert sum(count for _, count, _ in gaps) == 35 and len(gaps) == 13
+
+
+def test_validate_reads_a_dataset_and_reports_broken_rows(tmp_path):
+    dataset = tmp_path / "out.parquet"
+    run_cli("build", RETAINED / "input", "-o", dataset)
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 0, result.stderr
+    # The same single warning as the JSONL golden: rollout 2-0 (5th record) has an unmatched ref.
+    assert f"{dataset}:5: warning[unresolved_model_call_ref] invocations.0.model_calls.0" in result.stderr
+    assert "13 record(s), 0 invalid" in result.stderr
+    calls = pq.read_table(dataset / "model_calls.parquet")
+    broken = calls.set_column(calls.schema.get_field_index("request"), "request", [["{not json"] * len(calls)])
+    pq.write_table(broken, dataset / "model_calls.parquet")
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1
+    assert f"{dataset}:1: error[dataset_invalid]: rows do not form a trajectory (JSONDecodeError" in result.stderr
+    pq.write_table(calls.drop_columns(["prompt_tokens"]), dataset / "model_calls.parquet")
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1 and "missing column(s) prompt_tokens" in result.stderr
+
+
+def test_an_existing_directory_that_is_not_a_dataset_is_never_replaced(tmp_path):
+    (tmp_path / "keep").mkdir()
+    (tmp_path / "keep" / "notes.txt").write_text("mine")
+    result = run_cli("build", RETAINED / "input", "-o", tmp_path / "keep", "--format", "parquet")
+    assert result.exit_code == 2 and "not an ng-traj Parquet dataset; not replaced" in result.stderr
+    assert (tmp_path / "keep" / "notes.txt").read_text() == "mine"
+
+
+def test_parquet_refuses_standard_output_and_attach(tmp_path):
+    assert (
+        "standard output takes JSONL only"
+        in run_cli("build", RETAINED / "input", "-o", "-", "--format", "parquet").stderr
+    )
+    result = run_cli("build", RETAINED / "input", "-o", tmp_path / "o.parquet", "--attach")
+    assert result.exit_code == 2 and "--attach writes rollout rows" in result.stderr
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    """Large enough (about 150 MB) that a build is still running when it is killed."""
+    return generated_corpus(tmp_path_factory.mktemp("corpus"), 400, 12, 3)
+
+
+def _snapshot(path: Path) -> dict[str, bytes]:
+    if path.is_file():
+        return {path.name: path.read_bytes()}
+    return {p.name: p.read_bytes() for p in sorted(path.iterdir())}
+
+
+@pytest.mark.parametrize("name", ["out.parquet", "out.jsonl"])
+@pytest.mark.parametrize("previous", [True, False], ids=["replacing", "fresh"])
+def test_sigkill_mid_build_leaves_the_previous_output_or_none(tmp_path, corpus, name, previous):
+    target = tmp_path / name
+    if previous:
+        assert run_cli("build", RETAINED / "input", "-o", target).exit_code == 0
+    before = _snapshot(target) if previous else None
+    command = [sys.executable, "-m", "ng_traj", "build", str(corpus), "-o", str(target), "-q"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while not list(tmp_path.glob(f".{name}.tmp-*")) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(0.3)
+    assert process.poll() is None, "the build finished before it could be killed; make the corpus larger"
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    if previous:
+        assert _snapshot(target) == before
+    else:
+        assert not target.exists()
