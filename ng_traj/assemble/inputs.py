@@ -9,6 +9,7 @@ name, or the manifest's rollout id) and store folder; nothing is read yet beyond
 from __future__ import annotations
 
 import os
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +52,7 @@ class Inputs:
         by_kind: Files per kind (``rollouts``, ``capture``, ``unsupported``, ``unclaimed``, ``ambiguous``).
         named: Every named input, for the "yielded nothing" check.
         unsupported: ``(path, description)`` of recognised inputs not read.
+        capture_enabled: The build was given any capture store (PRODUCT.md §10.7).
     """
 
     rollout_files: list[RolloutFile] = field(default_factory=list)
@@ -61,11 +63,13 @@ class Inputs:
     unsupported: list[tuple[str, str]] = field(default_factory=list)
     native: dict[str, list[Path]] = field(default_factory=dict)
     native_named: dict[str, str] = field(default_factory=dict)
+    capture_enabled: bool = False
 
-    @property
-    def capture_enabled(self) -> bool:
-        """True when the build was given any capture store (PRODUCT.md §10.7)."""
-        return bool(self.capture)
+    def planned(self) -> None:
+        """Drop the per-file indexes once the plan has consumed them: they grow with the corpus, and
+        the slots hold what the build needs (PRODUCT.md §7: memory per rollout is one index entry)."""
+        for index in (self.rollout_files, self.capture, self.capture_named, self.native, self.native_named):
+            index.clear()
 
     def named_for(self, files: CaptureFiles) -> str:
         """The named input a store's capture artifacts for one rollout were found under."""
@@ -73,7 +77,8 @@ class Inputs:
         return self.capture_named.get(files.capture or marker, files.store)
 
     def add_capture(self, path: Path, key: CaptureKey, named: str) -> None:
-        store = str(path.parent)
+        self.capture_enabled = True
+        store = sys.intern(str(path.parent))  # one string per store, not per file
         slot = (key.rollout_id, key.run)
         stores = self.capture.setdefault(slot, {})
         current = stores.get(store, CaptureFiles(store, key.rollout_id))

@@ -83,6 +83,7 @@ def prepare(
     """
     inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest, exclude=exclude)
     slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes, manifest=manifest)
+    inputs.planned()
     return inputs, slots, stats
 
 

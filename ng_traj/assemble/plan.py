@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ng_traj.assemble.attribution import Attribution, CaptureIds, RowIndex, RowKey, attribute, run_labels, runs_named
@@ -200,6 +200,7 @@ def _attribute_units(
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
                 where = Attribution(gap=gap, reason=f"rollout {where.row[0]} is on several rows of {where.row[1]}")
+            unit = replace(unit, response_ids=frozenset(), folders=frozenset())  # attributed: kept lean per slot
             if where.row is not None:
                 targets.setdefault(("row", *where.row), []).append(unit)
             elif where.capture_id is not None:

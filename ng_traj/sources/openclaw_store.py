@@ -118,14 +118,19 @@ def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
         names.append(Path(entry.session_file.replace("\\", "/")).name)
     if entry.session_id:
         names.append(f"{entry.session_id}.jsonl")
-    candidates = [entry.folder / name for name in names]
-    if entry.session_id:
-        archives = [entry.folder.glob(f"{entry.session_id}{marker}*") for marker in ARCHIVE_MARKERS]
-        candidates.extend(sorted((p for group in archives for p in group), reverse=True))
     resolved_root = root.resolve()
-    for candidate in candidates:
-        if candidate.is_file() and not candidate.is_symlink() and resolved_root in candidate.resolve().parents:
+
+    def usable(candidate: Path) -> bool:
+        return candidate.is_file() and not candidate.is_symlink() and resolved_root in candidate.resolve().parents
+
+    for candidate in (entry.folder / name for name in names):
+        if usable(candidate):
             return candidate
+    if entry.session_id:  # archived transcripts, newest first; listed only when no live file is usable
+        archives = [entry.folder.glob(f"{entry.session_id}{marker}*") for marker in ARCHIVE_MARKERS]
+        for candidate in sorted((p for group in archives for p in group), reverse=True):
+            if usable(candidate):
+                return candidate
     return None
 
 
