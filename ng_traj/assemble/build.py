@@ -301,7 +301,7 @@ def _judge(
 
 
 def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Built:
-    """Assemble one slot into its trajectory and output line (see ``assemble/rollout.py``)."""
+    """Assemble one slot into its trajectory (see ``assemble/rollout.py``); with ``--attach``, its output row."""
     row = load_row(slot.path, slot.line, slot.offset, slot.size) if slot.path is not None else None
     capture = _capture(slot, row, options, sink)
     bundles = _bundles(slot, row, capture, options, sink)
