@@ -16,6 +16,7 @@ from conftest import FIXTURES, run_cli, shared_dir
 from ng_traj.validate import check_line
 
 RETAINED = FIXTURES / "build" / "retained_run" / "input"
+RETAINED_EXPECTED = FIXTURES / "build" / "retained_run" / "expected.jsonl"
 POLICY = {"type": "responses_api_models", "name": "policy_model"}
 
 
@@ -305,13 +306,40 @@ def test_output_inside_an_input_folder_is_not_read_back_and_output_cannot_be_an_
     folder = tmp_path / "in"
     folder.mkdir()
     rollouts = _write_jsonl(folder / "rollouts.jsonl", [row])
-    out = folder / "attached.jsonl"
-    for _ in range(2):
-        assert run_cli("build", folder, "--attach", "-o", out).exit_code == 0
+    out = folder / "out.jsonl"
+    for _ in range(2):  # an earlier output (trajectories) is not read back
+        assert run_cli("build", folder, "-o", out).exit_code == 0
         assert len(_records(out)) == 1
-    result = run_cli("build", rollouts, "-o", rollouts)
-    assert result.exit_code == 2 and "is one of the inputs" in result.stderr
-    assert _records(rollouts) == [row]
+    # Rows with ng_trajectory attached are rollouts like any other: replacing them is refused.
+    attached = folder / "attached.jsonl"
+    assert run_cli("build", rollouts, "--attach", "-o", attached).exit_code == 0
+    before = attached.read_bytes()
+    os.link(rollouts, tmp_path / "hard.jsonl")
+    for named, output in [(folder, attached), (rollouts, rollouts), (folder, tmp_path / "hard.jsonl")]:
+        result = run_cli("build", named, "-o", output)
+        assert result.exit_code == 2 and "is one of the inputs" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    assert attached.read_bytes() == before and _records(rollouts) == [row]
+
+
+def test_overlapping_named_inputs_are_not_reported_empty(tmp_path):
+    (tmp_path / "link").symlink_to(RETAINED, target_is_directory=True)
+    for named in [(RETAINED, RETAINED / "rollouts.jsonl"), (RETAINED, tmp_path / "link")]:
+        result = run_cli("build", *named, "-o", tmp_path / "out.jsonl", "-q")
+        assert result.exit_code == 0, result.stderr
+        assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)
+
+
+def test_pipes_in_input_folders_are_skipped_and_corrupt_json_files_are_warned(tmp_path):
+    folder = tmp_path / "in"
+    shutil.copytree(RETAINED, folder)
+    os.mkfifo(folder / "pipe.jsonl")
+    (folder / "truncated.json").write_text('{"session_id": "s", "messages": [')
+    result = run_cli("build", folder, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "pipe.jsonl: warning[input_unclaimed]: not a regular file" in result.stderr
+    assert "truncated.json: warning[input_unclaimed]: no JSON value in its first lines" in result.stderr
+    assert len(_records(tmp_path / "out.jsonl")) == 13
 
 
 def test_special_files_are_written_in_place_and_unwritable_folders_are_a_clear_error(tmp_path):
@@ -387,3 +415,33 @@ def test_deep_json_is_a_skipped_line_or_written_as_text_never_a_crash(tmp_path):
         assert "warning[payload_as_text]" in result.stderr
         calls = pq.read_table(dataset / "model_calls.parquet").to_pylist()
         assert [json.loads(json.loads(call["request"]))["messages"] for call in calls] == [json.loads(_nested(300))]
+
+
+def test_an_interrupt_while_serialising_stops_the_build_and_is_not_a_deep_payload(monkeypatch):
+    from ng_traj.contract import TrajectoryRecord
+    from ng_traj.writers import jsonl
+
+    record = TrajectoryRecord(task_id="0", rollout_id="0-0")
+
+    def interrupted(value):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(jsonl, "model_fields", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        jsonl.record_json(record)
+
+
+@pytest.mark.parametrize("producer", ["openclaw", "pi"])
+def test_a_session_whose_header_line_is_corrupt_is_still_read(tmp_path, producer):
+    if producer == "openclaw":
+        source = shared_dir("producer-samples", "openclaw", "openclaw_v3_subagent_done_exec-tools.jsonl")
+    else:
+        source = FIXTURES / "pi" / "branch.jsonl"
+    lines = source.read_bytes().splitlines(keepends=True)
+    session = tmp_path / source.name
+    session.write_bytes(lines[0][:40] + b"\n" + b"".join(lines[1:]))
+    result = run_cli("build", session, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{session}:1: error[" in result.stderr
+    (record,) = _records(tmp_path / "out.jsonl")
+    assert record["invocations"] and record["model_calls"]

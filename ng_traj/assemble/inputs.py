@@ -9,6 +9,7 @@ name, or the manifest's rollout id) and store folder; nothing is read yet beyond
 from __future__ import annotations
 
 import os
+import stat
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
@@ -20,6 +21,7 @@ from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import run_name
+from ng_traj.sources.sniff import first_record, json_named
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,7 @@ class Inputs:
         named: Every named input, for the "yielded nothing" check.
         unsupported: ``(path, description)`` of recognised inputs not read.
         capture_enabled: The build was given any capture store (PRODUCT.md §10.7).
+        overlaps: Named inputs some of whose files were found first under other named inputs (those).
     """
 
     rollout_files: list[RolloutFile] = field(default_factory=list)
@@ -64,6 +67,7 @@ class Inputs:
     native: dict[str, list[Path]] = field(default_factory=dict)
     native_named: dict[str, str] = field(default_factory=dict)
     capture_enabled: bool = False
+    overlaps: dict[str, set[str]] = field(default_factory=dict)
 
     def planned(self) -> None:
         """Drop the per-file indexes once the plan has consumed them: they grow with the corpus, and
@@ -114,7 +118,8 @@ def discover(
     inputs = Inputs()
     attributed = {entry.path.resolve(): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]
-    seen: set[object] = {_file_identity(exclude)} if exclude is not None and exclude.exists() else set()
+    output = _file_identity(exclude) if exclude is not None and exclude.exists() else None
+    seen: dict[object, str] = {}
 
     def unreadable(exc: OSError) -> None:
         inputs.by_kind["unreadable"] += 1
@@ -124,13 +129,30 @@ def discover(
         named_entry = attributed.get(named.resolve()) if attributed else None
         for file in walk(named, unreadable):
             identity = _file_identity(file)
-            if identity in seen:
+            if identity == output:
+                _refuse_output(file, named, exclude)  # type: ignore[arg-type]
                 continue
-            seen.add(identity)
+            if identity in seen:
+                if seen[identity] != str(named):
+                    inputs.overlaps.setdefault(str(named), set()).add(seen[identity])
+                continue
+            seen[identity] = str(named)
             entry = (attributed.get(file.resolve()) or named_entry) if attributed else None
             _classify(inputs, file, str(named), file == named, force_kind, entry, sink)
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     return inputs
+
+
+def _refuse_output(file: Path, named: Path, output: Path) -> None:
+    """The output file was found among the inputs: skipped when it is an earlier output, else refused.
+
+    Raises:
+        RunError: ``file`` was named directly, or would be read as an input (writing would replace it).
+    """
+    kinds = [claim.kind for claim in claims(file) if claim.kind != "unsupported"]
+    if file == named or kinds:
+        where = "" if file == named else f" (a {kinds[0]} file under {named})"
+        raise RunError(f"output {output} is one of the inputs{where}; writing would replace it: name another file")
 
 
 def _file_identity(file: Path) -> object:
@@ -153,6 +175,11 @@ def _classify(
     sink: DiagnosticSink,
 ) -> None:
     try:
+        if not stat.S_ISREG(os.stat(file).st_mode):
+            message = "not a regular file (a pipe, device or socket): inputs are read by byte offset; skipped"
+            inputs.by_kind["unclaimed"] += 1
+            _report(sink, "input_unclaimed", file, message, True)
+            return
         with open(file, "rb"):
             pass
     except OSError as exc:
@@ -167,7 +194,11 @@ def _classify(
         _report(sink, "forced_kind_mismatch", file, f"read as {forced} as asked, though it looks like {looks}", True)
     if not kinds:
         inputs.by_kind["unclaimed"] += 1
-        _report(sink, "input_unclaimed", file, "no reader recognises this file; skipped", directly)
+        if json_named(file) and os.path.getsize(file) and first_record(file) is None:
+            message = "no JSON value in its first lines (corrupt or truncated?); no reader can tell what it is; skipped"
+            _report(sink, "input_unclaimed", file, message, True)
+        else:
+            _report(sink, "input_unclaimed", file, "no reader recognises this file; skipped", directly)
         return
     if len(kinds) > 1:
         inputs.by_kind["ambiguous"] += 1

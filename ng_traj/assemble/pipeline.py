@@ -105,5 +105,9 @@ def build(
     Parquet rows for a dataset); ``jobs`` worker processes assemble slots when above 1.
     """
     tally = run_slots(slots, options, sink, write, on_slot, encode=encode, jobs=jobs)
-    empty = [named for named in inputs.named if tally.by_named[named] == 0]
+    empty = [
+        named
+        for named in inputs.named
+        if tally.by_named[named] == 0 and not any(tally.by_named[o] for o in inputs.overlaps.get(named, ()))
+    ]
     return BuildSummary(inputs, stats, tally, sink, empty)

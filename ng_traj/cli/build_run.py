@@ -75,8 +75,6 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     chosen = output_format(request.output_format, output)
     if chosen == "parquet" and request.attach:
         raise RunError("--attach writes rollout rows (JSONL); a Parquet dataset holds trajectories: drop one")
-    if output != STDOUT and any(path.resolve() == Path(output).resolve() for path in request.inputs):
-        raise RunError(f"output {output} is one of the inputs; name another file")
     return output, chosen
 
 

@@ -17,7 +17,7 @@ from ng_traj.sources import registry  # noqa: F401  (registers the native reader
 from ng_traj.sources.capture import capture_rollout_id
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import is_rollout_row
-from ng_traj.sources.sniff import Claim, Sniffed, first_record
+from ng_traj.sources.sniff import Claim, Sniffed, first_record, json_named
 
 KINDS = ("rollouts", "capture")
 """Kinds ng-traj builds from; ``--as`` accepts these."""
@@ -93,7 +93,7 @@ def claims(path: Path) -> list[Claim]:
     """All claims on one file (the caller reports zero or several)."""
     if capture_rollout_id(path.name) is not None:
         sniffed = Sniffed(path, None)
-    elif ".jsonl" in path.name or path.suffix == ".json":
+    elif json_named(path):
         sniffed = Sniffed(path, first_record(path))
     else:
         sniffed = Sniffed(path, None)

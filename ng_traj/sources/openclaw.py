@@ -42,9 +42,30 @@ OPENCLAW_CUSTOM = ("model-snapshot", "openclaw")
 PEEK_LINES = 12
 
 
+PI_ENTRY_TYPES = frozenset(
+    {
+        "message",
+        "model_change",
+        "thinking_level_change",
+        "compaction",
+        "branch_summary",
+        "custom",
+        "custom_message",
+        "label",
+        "session_info",
+    }
+)
+"""Entry types of pi-family session files (producer-formats.md §2)."""
+
+
 def is_pi_family(first: Any) -> bool:
-    """True for a pi-family first line: a ``session`` header (or the unsupported ``kind: header``)."""
-    return isinstance(first, dict) and (first.get("type") == "session" or first.get("kind") == "header")
+    """True for a pi-family first record: a ``session`` header (or the unsupported ``kind: header``),
+    or, when the header line is unreadable, a tree entry (a known ``type`` with ``id`` and ``parentId``)."""
+    if not isinstance(first, dict):
+        return False
+    if first.get("type") == "session" or first.get("kind") == "header":
+        return True
+    return first.get("type") in PI_ENTRY_TYPES and "id" in first and "parentId" in first
 
 
 def pinchbench_run(path: Path) -> str | None:

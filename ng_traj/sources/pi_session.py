@@ -182,7 +182,7 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
                 if isinstance(value.get("id"), str) and value["id"]:
                     session.session_id = value["id"]
                 continue
-            session.version = 1
+            session.version = 3 if "parentId" in value else 1  # no readable header: ids say v2+, else v1
         if value.get("type") == "session":
             continue
         entry = _entry(value, line, session.version, previous)

@@ -34,6 +34,11 @@ SNIFF_LINES = 16
 BOM = b"\xef\xbb\xbf"
 
 
+def json_named(path: Path) -> bool:
+    """Whether ``path`` is named as JSON Lines (also archives such as ``x.jsonl.reset.<ts>``) or JSON."""
+    return ".jsonl" in path.name or path.suffix == ".json"
+
+
 def first_record(path: Path) -> Any:
     """The first JSON value among the first lines of a JSONL file (also archives such as
     ``x.jsonl.reset.<ts>``), or the whole value of a ``.json`` file; ``None`` when none parses.

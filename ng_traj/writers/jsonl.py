@@ -33,7 +33,25 @@ def record_json(record: BaseModel) -> bytes:
     Raises:
         TypeError: A value is nested deeper than orjson allows; see :func:`payloads_as_text`.
     """
-    return orjson.dumps(record, default=model_fields)
+    return dumps(record)
+
+
+def dumps(value: Any) -> bytes:
+    """``orjson.dumps`` with contract models as :func:`model_fields`.
+
+    orjson reports anything raised inside ``default`` as a ``TypeError`` caused by it; an interrupt
+    (Ctrl-C, or SIGTERM turned into one) is raised again as itself, so that it stops the command
+    instead of passing for a value too deep to serialise.
+
+    Raises:
+        TypeError: A value is nested deeper than orjson allows, or is not JSON.
+    """
+    try:
+        return orjson.dumps(value, default=model_fields)
+    except TypeError as exc:
+        if exc.__cause__ is not None and not isinstance(exc.__cause__, Exception):
+            raise exc.__cause__ from None
+        raise
 
 
 def model_fields(value: Any) -> dict[str, Any]:

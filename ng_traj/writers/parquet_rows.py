@@ -32,7 +32,7 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import TrajectoryModelCall, TrajectoryRecord, TrajectoryToolCall, TrajectoryTurn
-from ng_traj.writers.jsonl import model_fields
+from ng_traj.writers.jsonl import dumps
 
 
 @dataclass
@@ -56,7 +56,7 @@ def _json(value: Any) -> bytes | None:
     Copied once to its exact size: orjson's result keeps the slack of its growing buffer (up to
     twice the text), which rows waiting for their row group would otherwise hold.
     """
-    return None if value is None else memoryview(orjson.dumps(value, default=model_fields)).tobytes()
+    return None if value is None else memoryview(dumps(value)).tobytes()
 
 
 def _ref(ref: Any) -> dict[str, Any] | None:
