@@ -168,7 +168,9 @@ def all_records(
     with tempfile.TemporaryDirectory(prefix="ng-traj-matrix-") as folder:
         built = Path(folder) / "built.jsonl"
         found, slots, stats = prepare(inputs.raw, sink, max_line_bytes=max_line_bytes)
-        options = BuildOptions(capture_enabled=found.capture_enabled, attach=True, roles=dict(roles))
+        options = BuildOptions(
+            capture_enabled=found.capture_enabled, attach=True, roles=dict(roles), max_line_bytes=max_line_bytes
+        )
         with open(built, "wb") as handle:
             build(found, slots, stats, options, sink, handle.write)
         yield from read_records(built, sink, max_line_bytes=max_line_bytes, label="(built from raw inputs)")

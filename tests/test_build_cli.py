@@ -445,3 +445,10 @@ def test_a_session_whose_header_line_is_corrupt_is_still_read(tmp_path, producer
     assert f"{session}:1: error[" in result.stderr
     (record,) = _records(tmp_path / "out.jsonl")
     assert record["invocations"] and record["model_calls"]
+
+
+def test_max_line_bytes_applies_to_capture_lines(tmp_path):
+    result = run_cli("build", RETAINED, "-o", tmp_path / "out.jsonl", "--max-line-bytes", "300")
+    assert "capture" in result.stderr and "error[line_too_long]" in result.stderr
+    lines = [line for line in result.stderr.splitlines() if "line_too_long" in line]
+    assert any(".capture.jsonl:" in line for line in lines), lines

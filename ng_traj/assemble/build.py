@@ -34,6 +34,7 @@ from ng_traj.contract import AgentObservationBundle, ContextCompactionObservatio
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
 from ng_traj.roles import CallUsage, RoleTally, call_usage
 from ng_traj.sources.capture import collect_capture
@@ -53,6 +54,7 @@ class BuildOptions:
         attach: Write rollout rows with the trajectory attached (``--attach``).
         redactor: Mask secrets in the output copy (``--redact``).
         roles: ``--role`` map, ``{model server name: role}`` (``roles.py``).
+        max_line_bytes: ``--max-line-bytes``, for capture files (rows are checked when planned).
     """
 
     capture_enabled: bool = False
@@ -60,6 +62,7 @@ class BuildOptions:
     attach: bool = False
     redactor: Redactor | None = None
     roles: dict[str, str] = field(default_factory=dict)
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 
 
 @dataclass
@@ -203,7 +206,7 @@ def _identity_gap(slot: Slot) -> list[ObservationGap]:
 def _capture(slot: Slot, row: dict[str, Any] | None, options: BuildOptions, sink: DiagnosticSink) -> CaptureState:
     if options.capture_enabled and (row is None or slot.identity.derived):
         try:
-            evidence = collect_capture(slot.capture, sink) if slot.capture else None
+            evidence = collect_capture(slot.capture, sink, options.max_line_bytes) if slot.capture else None
         except OSError:
             return capture_from_evidence(None, error=True)
         return capture_from_evidence(evidence)

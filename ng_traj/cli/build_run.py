@@ -113,6 +113,7 @@ def run(request: BuildRequest) -> int:
         attach=request.attach,
         redactor=Redactor(request.redact_keys) if request.redact else None,
         roles=roles,
+        max_line_bytes=request.max_line_bytes,
     )
     show_progress = console.is_terminal and not request.json_output
     columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

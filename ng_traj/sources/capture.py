@@ -25,7 +25,7 @@ from pydantic import ValidationError
 
 from ng_traj.contract.capture import ModelCallRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.lines import iter_json_lines, not_an_object
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, iter_json_lines, not_an_object
 from ng_traj.sources.capture_record import derive_record
 
 VALID_ID = re.compile(r"[A-Za-z0-9._-]+")
@@ -91,8 +91,10 @@ class CaptureEvidence:
         return [call.record for call in self.calls]
 
 
-def read_capture_file(path: str, store: str, sink: DiagnosticSink) -> tuple[list[CapturedCall], int]:
-    """Read one capture file with the tolerant reader.
+def read_capture_file(
+    path: str, store: str, sink: DiagnosticSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> tuple[list[CapturedCall], int]:
+    """Read one capture file with the tolerant reader (lines over ``max_line_bytes`` skipped, reported).
 
     Returns:
         The readable calls and the number of unreadable lines. A file that cannot be opened is
@@ -101,7 +103,7 @@ def read_capture_file(path: str, store: str, sink: DiagnosticSink) -> tuple[list
     calls: list[CapturedCall] = []
     invalid = 0
     try:
-        for index, line in enumerate(iter_json_lines(path)):
+        for index, line in enumerate(iter_json_lines(path, max_line_bytes=max_line_bytes)):
             if not line.ok or not isinstance(line.value, dict):
                 sink.add(line.problem if line.problem is not None and not line.ok else not_an_object(line))
                 invalid += 1
@@ -133,7 +135,9 @@ def read_capture_file(path: str, store: str, sink: DiagnosticSink) -> tuple[list
     return calls, invalid
 
 
-def collect_capture(files: Iterable[CaptureFiles], sink: DiagnosticSink) -> CaptureEvidence:
+def collect_capture(
+    files: Iterable[CaptureFiles], sink: DiagnosticSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+) -> CaptureEvidence:
     """Union the capture evidence of one rollout id over several stores (PRODUCT.md §10.8).
 
     Raises:
@@ -149,7 +153,7 @@ def collect_capture(files: Iterable[CaptureFiles], sink: DiagnosticSink) -> Capt
         if entry.capture is None:
             continue
         evidence.files.append(entry.capture)
-        calls, invalid = read_capture_file(entry.capture, entry.store, sink)
+        calls, invalid = read_capture_file(entry.capture, entry.store, sink, max_line_bytes)
         evidence.invalid += invalid
         per_store.append(calls)
     if len(per_store) <= 1:
