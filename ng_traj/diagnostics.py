@@ -67,6 +67,7 @@ BUILD_CODES: dict[str, str] = {
     "rollout_id_repeated": "two rows of one run share a rollout id; capture and sessions attach to neither",
     "session_unattributed": "a native session no manifest, folder, response id or run id ties to a rollout",
     "session_ambiguous": "a native session claimed by several rollouts; used for none",
+    "session_repeated": "unattributed native sessions with one session id; each built, with the same rollout id",
     "session_path_refused": "a symlinked session file, or one outside its agents folder, was not read",
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
     "hermes_db_unreadable": "a Hermes state.db (its private copy) could not be opened or queried; sessions it holds are not built",

@@ -452,3 +452,15 @@ def test_max_line_bytes_applies_to_capture_lines(tmp_path):
     assert "capture" in result.stderr and "error[line_too_long]" in result.stderr
     lines = [line for line in result.stderr.splitlines() if "line_too_long" in line]
     assert any(".capture.jsonl:" in line for line in lines), lines
+
+
+def test_two_copies_of_one_unattributed_session_are_each_built_and_warned(tmp_path):
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        shutil.copy(FIXTURES / "pi" / "branch.jsonl", tmp_path / name / "branch.jsonl")
+    result = run_cli("build", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    warned = [line for line in result.stderr.splitlines() if "warning[session_repeated]" in line]
+    assert len(warned) == 1 and str(tmp_path / "a" / "branch.jsonl") in warned[0]
+    first, second = _records(tmp_path / "out.jsonl")
+    assert first["rollout_id"] == second["rollout_id"]

@@ -155,9 +155,25 @@ def plan(
         named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
         location = (str(row.file.path), row.line, row.offset, row.size)
         slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units))
-    slots.extend(native.get(("own",), []))  # type: ignore[arg-type]
+    own: list[Slot] = native.get(("own",), [])  # type: ignore[assignment]
+    _report_repeated_sessions(own, sink)
+    slots.extend(own)
     slots.sort(key=Slot.sort_key)
     return slots, stats
+
+
+def _report_repeated_sessions(own: list[Slot], sink: DiagnosticSink) -> None:
+    """Warn when unattributed sessions share a session id: each is built, with the same rollout id."""
+    first: dict[str, Slot] = {}
+    for slot in own:
+        earlier = first.setdefault(slot.identity.rollout_id, slot)
+        if earlier is not slot:
+            unit = slot.native[0]
+            message = (
+                f"session {unit.key} is also read from {earlier.native[0].anchor or earlier.native[0].paths[0]}: "
+                "both are built, with the same rollout id"
+            )
+            sink.add(Diagnostic("warning", "session_repeated", message, path=unit.anchor or unit.paths[0]))
 
 
 def _check_manifest_runs(manifest: Sequence[ManifestEntry], runs: set[str], sink: DiagnosticSink) -> None:
