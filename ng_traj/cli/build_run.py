@@ -216,7 +216,7 @@ def _table(data: dict) -> Table:
         ("lines skipped", str(data["lines_skipped"])),
         ("orphan captures", str(len(data["orphan_captures"]))),
         ("gaps", ", ".join(f"{k} {v}" for k, v in data["gaps_by_code"].items()) or "-"),
-        ("diagnostics", f"{data['diagnostics']['errors']} errors, {data['diagnostics']['warnings']} warnings"),
+        ("diagnostics", f"{data['diagnostics']['errors']} error(s), {data['diagnostics']['warnings']} warning(s)"),
     ]
     for key, value in rows:
         table.add_row(key, value)
