@@ -16,6 +16,8 @@ from pathlib import Path
 
 import duckdb
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -230,6 +232,29 @@ def test_validate_reads_a_dataset_and_reports_broken_rows(tmp_path):
     pq.write_table(calls.drop_columns(["prompt_tokens"]), dataset / "model_calls.parquet")
     result = run_cli("validate", dataset)
     assert result.exit_code == 1 and "missing column(s) prompt_tokens" in result.stderr
+
+
+def test_trajectory_indexes_that_repeat_or_skip_are_dataset_errors(tmp_path):
+    dataset = tmp_path / "out.parquet"
+    run_cli("build", RETAINED / "input", "-o", dataset)
+    heads = pq.read_table(dataset / "trajectories.parquet")
+    pq.write_table(pa.concat_tables([heads, heads.slice(0, 1)]), dataset / "trajectories.parquet")
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1
+    repeated = "row 14 of trajectories.parquet repeats trajectory_index 0 or is out of order (after 12); skipped"
+    assert f"{dataset}:1: error[dataset_invalid]: {repeated}" in result.stderr
+    assert "13 record(s), 0 invalid, 1 line(s) skipped; 1 error(s)" in result.stderr
+    back = run_cli("convert", dataset, "-o", tmp_path / "back.jsonl")
+    assert back.exit_code == 1 and repeated in back.stderr and "1 record(s) skipped" in back.stderr
+    assert (tmp_path / "back.jsonl").read_bytes() == (RETAINED / "expected.jsonl").read_bytes()
+    pq.write_table(heads.filter(pc.not_equal(heads["trajectory_index"], 5)), dataset / "trajectories.parquet")
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1
+    assert f"{dataset}:7: error[dataset_invalid]: the trajectories table has no row for trajectory_index 5" in (
+        result.stderr
+    )
+    # Trajectory 5's rows in the other tables now name no trajectory.
+    assert f"{dataset}:7: error[dataset_invalid]: 5 row(s) before this trajectory name no trajectory" in result.stderr
 
 
 def test_an_existing_directory_that_is_not_a_dataset_is_never_replaced(tmp_path):

@@ -97,6 +97,10 @@ def dataset_records(source: Path, sink: DiagnosticSink) -> Iterator[tuple[int, A
     """
     name = str(source)
     for record in read_dataset(source):
+        if record.missing_before:
+            first, end = record.index - record.missing_before, record.index - 1
+            message = f"the trajectories table has no row for trajectory_index {first}{f'..{end}' * (end > first)}"
+            sink.add(Diagnostic("error", "dataset_invalid", message, path=name, line=record.index + 1))
         if record.stray_rows:
             message = f"{record.stray_rows} row(s) before this trajectory name no trajectory (or are out of order)"
             sink.add(Diagnostic("error", "dataset_invalid", message, path=name, line=record.index + 1))
