@@ -25,7 +25,7 @@ from conftest import FIXTURES, ROOT, generated_corpus, run_cli
 from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.contract import TrajectoryRecord
-from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.diagnostics import DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.jsonl import record_json
 from ng_traj.writers.parquet import SCHEMAS, TABLES, open_dataset
@@ -263,6 +263,25 @@ def test_an_existing_directory_that_is_not_a_dataset_is_never_replaced(tmp_path)
     result = run_cli("build", RETAINED / "input", "-o", tmp_path / "keep", "--format", "parquet")
     assert result.exit_code == 2 and "not an ng-traj Parquet dataset; not replaced" in result.stderr
     assert (tmp_path / "keep" / "notes.txt").read_text() == "mine"
+
+
+def test_a_dataset_holding_other_files_is_never_replaced(tmp_path):
+    dataset = tmp_path / "ds.parquet"
+    assert run_cli("build", RETAINED / "input", "-o", dataset).exit_code == 0
+    (dataset / "notes.txt").write_text("mine")
+    before = _snapshot(dataset)
+    refused = "is a dataset that also holds notes.txt; not replaced"
+    for command in (("build", RETAINED / "input"), ("convert", RETAINED / "expected.jsonl")):
+        result = run_cli(*command, "-o", dataset)
+        assert result.exit_code == 2 and refused in result.stderr and result.stderr.count("\n") == 1
+        assert _snapshot(dataset) == before
+    # A file that appears while the new dataset is written stops the replacement too.
+    (dataset / "notes.txt").unlink()
+    with pytest.raises(RunError, match=r"also holds late\.txt; not replaced"), open_dataset(dataset):
+        (dataset / "late.txt").write_text("mine")
+    tables = {name: data for name, data in before.items() if name != "notes.txt"}
+    assert _snapshot(dataset) == {**tables, "late.txt": b"mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds.parquet"]
 
 
 def test_parquet_refuses_standard_output_and_attach(tmp_path):

@@ -77,6 +77,10 @@ def _check(request: BuildRequest) -> tuple[str, str]:
         raise RunError("--attach writes rollout rows (JSONL); a Parquet dataset holds trajectories: drop one")
     if output != STDOUT and any(path.resolve() == Path(output).resolve() for path in request.inputs):
         raise RunError(f"output {output} is one of the inputs; name another file")
+    if chosen == "parquet":
+        from ng_traj.writers.parquet import check_target
+
+        check_target(Path(output))  # before reading any input; checked again when the dataset is replaced
     return output, chosen
 
 

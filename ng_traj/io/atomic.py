@@ -12,7 +12,7 @@ import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -80,10 +80,12 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
+def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``path`` when the block completes.
 
     An existing directory at ``path`` is replaced whole; an existing file there is an error.
+    ``check(path)`` runs before the block and again just before the replacement (the block may
+    run for minutes); what it raises leaves ``path`` as it was.
 
     Raises:
         RunError: The parent folder is missing or ``path`` is a file.
@@ -92,12 +94,16 @@ def atomic_directory(path: str | Path) -> Iterator[Path]:
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise RunError(f"output folder {parent} does not exist")
+    if check is not None:
+        check(target)
     if target.exists() and not target.is_dir():
         raise RunError(f"output {target} exists and is not a directory")
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
     try:
         yield tmp
         os.chmod(tmp, 0o755)
+        if check is not None:
+            check(target)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
             os.replace(target, old / target.name)

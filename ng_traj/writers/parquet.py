@@ -266,14 +266,24 @@ class DatasetWriter:
 
 
 def check_target(path: Path) -> None:
-    """Refuse to replace anything but an ng-traj dataset (or nothing) at ``path``.
+    """Refuse to replace anything but an ng-traj dataset holding nothing else (or nothing) at ``path``.
 
     Raises:
-        RunError: ``path`` is a file, or a directory that is not an ng-traj dataset.
+        RunError: ``path`` is a file, a directory that is not an ng-traj dataset, or a dataset
+            directory that also holds other files or folders (which replacing it would delete).
     """
-    if path.exists() and not is_dataset(path):
+    if not path.exists():
+        return
+    if not is_dataset(path):
         kind = "directory" if path.is_dir() else "file"
         raise RunError(f"output {path} is an existing {kind} that is not an ng-traj Parquet dataset; not replaced")
+    tables = {table_path(path, name).name for name in TABLES}
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in tables or not entry.is_file())
+    if foreign:
+        named = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise RunError(
+            f"output {path} is a dataset that also holds {named}; not replaced (move those out or name another output)"
+        )
 
 
 @contextlib.contextmanager
@@ -283,9 +293,7 @@ def open_dataset(path: str | Path, roles: Mapping[str, str] | None = None) -> It
     Raises:
         RunError: The parent folder is missing, or ``path`` holds something other than a dataset.
     """
-    target = Path(path)
-    check_target(target)
-    with atomic_directory(target) as directory:
+    with atomic_directory(path, check=check_target) as directory:
         writer = DatasetWriter(directory, roles)
         try:
             yield writer
