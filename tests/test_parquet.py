@@ -284,6 +284,21 @@ def test_a_dataset_holding_other_files_is_never_replaced(tmp_path):
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ds.parquet"]
 
 
+def test_a_table_file_is_not_read_as_jsonl(tmp_path):
+    dataset = tmp_path / "ds.parquet"
+    assert run_cli("build", RETAINED / "input", "-o", dataset).exit_code == 0
+    table = dataset / "trajectories.parquet"
+    pointer = f"error: {table} is a Parquet table file of a dataset, not JSONL: name the dataset folder {dataset}\n"
+    for command in (("validate", table), ("convert", table, "-o", tmp_path / "x.parquet")):
+        result = run_cli(*command)
+        assert (result.exit_code, result.stderr) == (2, pointer)
+    assert not (tmp_path / "x.parquet").exists()
+    lone = tmp_path / "gaps.parquet"
+    lone.write_bytes((dataset / "gaps.parquet").read_bytes())
+    result = run_cli("validate", lone)
+    assert result.exit_code == 2 and "is a Parquet file, not JSONL" in result.stderr
+
+
 def test_parquet_refuses_standard_output_and_attach(tmp_path):
     assert (
         "standard output takes JSONL only"
