@@ -81,7 +81,8 @@ BUILD_CODES: dict[str, str] = {
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 
 DATASET_CODES: dict[str, str] = {
-    "dataset_invalid": "a Parquet dataset lacks a table or column, or its rows do not form a trajectory",
+    "dataset_invalid": "a Parquet dataset lacks a table or column, its trajectory_index does not count 0, 1, 2, ..., "
+    "or its rows do not form a trajectory",
 }
 """Codes of reading a Parquet dataset back (``ng-traj validate``, ``ng-traj convert``)."""
 

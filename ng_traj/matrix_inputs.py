@@ -36,7 +36,7 @@ from ng_traj.sources.capture_record import token_stats
 from ng_traj.sources.detect import walk
 from ng_traj.sources.rollouts import is_rollout_row
 from ng_traj.sources.sniff import first_record
-from ng_traj.validate import ROLLOUT_KEYS, findings_from_error
+from ng_traj.validate import findings_from_error, is_bare_trajectory
 
 TRAJECTORY_KEYS = frozenset({"schema_version", "task_id", "rollout_id"})
 PRODUCER_TRAJECTORY = "ng_trajectory"
@@ -110,10 +110,6 @@ def row_context(row: Mapping[str, Any], record: TrajectoryRecord) -> RecordConte
     return RecordContext(agent if isinstance(agent, str) and agent else None, source, usage)
 
 
-def _is_row(value: Mapping[str, Any]) -> bool:
-    return "ng_trajectory" in value or ("schema_version" not in value and any(k in value for k in ROLLOUT_KEYS))
-
-
 def read_records(
     path: Path, sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, label: str | None = None
 ) -> Iterator[MatrixRecord]:
@@ -127,7 +123,7 @@ def read_records(
     """
     name = label or str(path)
     for line in read_json_objects(path, sink, max_line_bytes=max_line_bytes):
-        row = line.value if _is_row(line.value) else None
+        row = None if is_bare_trajectory(line.value) else line.value
         value = row.get("ng_trajectory") if row is not None else line.value
         where = {"path": name, "line": line.line, "offset": line.offset}
         if value is None:

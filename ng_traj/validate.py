@@ -9,7 +9,7 @@ among a trajectory's invocations (a warning there, an error in bundles: PRODUCT.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -35,6 +35,21 @@ class Finding:
     pointer: str
     message: str
 
+    def at(self, path: str, line: int | None, offset: int | None = None) -> Diagnostic:
+        """The diagnostic of this finding in the record at ``path``:``line``."""
+        return Diagnostic(self.severity, self.code, self.message, path, line, offset, self.pointer or None)
+
+
+TRAJECTORY_MISSING = Finding(
+    "warning", "trajectory_missing", "ng_trajectory", "the rollout row has no trajectory (ng-traj build assembles one)"
+)
+"""The finding for a rollout row without ``ng_trajectory`` (a raw NeMo Gym rollout row)."""
+
+
+def is_bare_trajectory(value: Mapping[str, Any]) -> bool:
+    """True for a bare ``ng_trajectory`` record; false for a rollout row (which may carry one)."""
+    return "ng_trajectory" not in value and ("schema_version" in value or not any(k in value for k in ROLLOUT_KEYS))
+
 
 def check_line(value: dict[str, Any]) -> tuple[list[Finding], bool]:
     """Check one JSONL object: a bare trajectory, or a rollout row that may carry one.
@@ -42,8 +57,7 @@ def check_line(value: dict[str, Any]) -> tuple[list[Finding], bool]:
     Returns:
         The findings and whether the line held a trajectory to check.
     """
-    is_row = "ng_trajectory" in value or ("schema_version" not in value and any(k in value for k in ROLLOUT_KEYS))
-    if not is_row:
+    if is_bare_trajectory(value):
         return check_trajectory(value), True
     findings: list[Finding] = []
     bundle = value.get("ng_agent_observations")
@@ -51,7 +65,7 @@ def check_line(value: dict[str, Any]) -> tuple[list[Finding], bool]:
         findings.extend(check_bundle(bundle, prefix="ng_agent_observations"))
     trajectory = value.get("ng_trajectory")
     if trajectory is None:
-        findings.append(Finding("warning", "trajectory_missing", "ng_trajectory", "the rollout row has no trajectory"))
+        findings.append(TRAJECTORY_MISSING)
         return findings, False
     findings.extend(check_trajectory(trajectory, prefix="ng_trajectory"))
     return findings, True
@@ -321,10 +335,8 @@ def validate_dataset(path: Path, sink: DiagnosticSink) -> FileResult:
             findings = check_trajectory(value)
             result.records += 1
             result.invalid += int(any(f.severity == "error" for f in findings))
-            for f in findings:
-                sink.add(
-                    Diagnostic(f.severity, f.code, f.message, path=name, line=index + 1, pointer=f.pointer or None)
-                )
+            for finding in findings:
+                sink.add(finding.at(name, index + 1))
     except DatasetError as exc:
         sink.add(Diagnostic("error", "dataset_invalid", str(exc), path=name))
         result.skipped += 1
@@ -345,14 +357,4 @@ def _validate_line(line: JsonLine, sink: DiagnosticSink, result: FileResult, nam
     result.records += int(had_trajectory)
     result.invalid += int(any(f.severity == "error" for f in findings))
     for finding in findings:
-        sink.add(
-            Diagnostic(
-                finding.severity,
-                finding.code,
-                finding.message,
-                path=name,
-                line=line.line,
-                offset=line.offset,
-                pointer=finding.pointer or None,
-            )
-        )
+        sink.add(finding.at(name, line.line, line.offset))

@@ -464,3 +464,11 @@ def test_two_copies_of_one_unattributed_session_are_each_built_and_warned(tmp_pa
     assert len(warned) == 1 and str(tmp_path / "a" / "branch.jsonl") in warned[0]
     first, second = _records(tmp_path / "out.jsonl")
     assert first["rollout_id"] == second["rollout_id"]
+
+
+@pytest.mark.parametrize("output", ["", "/nonexistent-ng-traj/out.jsonl", "/nonexistent-ng-traj/out.parquet"])
+def test_a_bad_output_is_refused_before_any_input_is_read(tmp_path, output):
+    result = run_cli("build", RETAINED, "-o", output)
+    assert result.exit_code == 2
+    assert "invalid_json" not in result.stderr  # the inputs' diagnostics never came
+    assert ("-o needs a path" if not output else "output folder /nonexistent-ng-traj does not exist") in result.stderr

@@ -6,6 +6,7 @@ import orjson
 import pyarrow.parquet as pq
 
 from conftest import FIXTURES, run_cli
+from ng_traj.validate import TRAJECTORY_MISSING, check_line
 
 RETAINED = FIXTURES / "build" / "retained_run"
 
@@ -56,3 +57,21 @@ def test_usage_errors(tmp_path):
     taken = run_cli("convert", RETAINED / "expected.jsonl", "-o", file_there)
     assert taken.exit_code == 2 and "not replaced" in taken.stderr and file_there.read_text() == "x"
     assert "Traceback" not in missing.stderr + plain_dir.stderr + to_stdout.stderr + taken.stderr
+
+
+def test_rollout_rows_without_a_trajectory_are_reported_as_validate_does(tmp_path):
+    attached = tmp_path / "rows.jsonl"
+    assert run_cli("build", RETAINED / "input", "-o", attached, "--attach").exit_code == 0
+    # A raw row without ng_trajectory, then one carrying the producer's trajectory, then an --attach row.
+    raw = (RETAINED / "input" / "rollouts.jsonl").read_bytes().splitlines()[:2]
+    source = tmp_path / "mixed.jsonl"
+    source.write_bytes(b"\n".join([*raw, attached.read_bytes().splitlines()[0]]) + b"\n")
+    result = run_cli("convert", source, "-o", tmp_path / "out.parquet")
+    assert result.exit_code == 1
+    missing = (
+        "warning[trajectory_missing] ng_trajectory: the rollout row has no trajectory (ng-traj build assembles one)"
+    )
+    assert result.stderr.splitlines()[0] == f"{source}:1: {missing}"
+    assert "converted 2 trajectories" in result.stderr
+    assert "1 record(s) skipped, 0 error(s), 1 warning(s)" in result.stderr
+    assert check_line(orjson.loads(raw[0])) == ([TRAJECTORY_MISSING], False)

@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
+import multiprocessing
+import os
+import signal
 import subprocess
 import sys
+from concurrent.futures import ProcessPoolExecutor
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 import orjson
@@ -11,6 +17,11 @@ import pytest
 from test_hermes_golden import materialise
 
 from conftest import FIXTURES
+from ng_traj import cli
+from ng_traj.assemble import workers
+from ng_traj.assemble.build import BuildOptions, encode_line, run_slots
+from ng_traj.assemble.pipeline import prepare
+from ng_traj.diagnostics import DiagnosticSink
 
 
 def _build(inputs: Path, out: Path, jobs: int, *extra: str) -> subprocess.CompletedProcess:
@@ -66,3 +77,61 @@ def test_role_totals_and_session_totals_survive_workers(tmp_path):
     assert summaries[0]["native_session_totals"]["sessions"] == 7
     assert runs[0].stderr == runs[1].stderr
     assert (tmp_path / "1.jsonl").read_bytes() == (tmp_path / "2.jsonl").read_bytes()
+
+
+def _signal_handlers() -> tuple[object, object]:
+    return signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+
+
+def test_workers_leave_interrupts_to_the_parent():
+    # The CLI turns SIGTERM into KeyboardInterrupt; forked workers must not inherit that handler.
+    previous = signal.signal(signal.SIGTERM, cli._terminate)
+    try:
+        context, options = workers._context(), (BuildOptions(), encode_line)
+        with ProcessPoolExecutor(1, mp_context=context, initializer=workers._start, initargs=options) as pool:
+            sigint, sigterm = pool.submit(_signal_handlers).result()
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+    assert sigint == signal.SIG_IGN
+    assert sigterm is workers._terminated
+
+
+def _term_worker(building: bool, report: Connection) -> None:
+    workers._start(BuildOptions(), encode_line)
+    workers._state["building"] = building
+    os.kill(os.getpid(), signal.SIGTERM)
+    report.send("handed over")
+    workers._build_chunk(0, [])
+    report.send("took the next chunk")
+
+
+@pytest.mark.parametrize(("building", "reports"), [(True, []), (False, ["handed over"])])
+def test_sigterm_kills_a_worker_only_outside_the_pools_pipes(building, reports):
+    """While building a worker dies at once; between chunks only when it takes the next one."""
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    worker = workers._context().Process(target=_term_worker, args=(building, writer))
+    worker.start()
+    writer.close()
+    worker.join()
+    received = []
+    with contextlib.suppress(EOFError):
+        while True:
+            received.append(reader.recv())
+    assert worker.exitcode == -signal.SIGTERM
+    assert received == reports
+
+
+def test_an_interrupted_build_stops_its_workers_before_returning():
+    sink = DiagnosticSink(lambda diagnostic: None)
+    inputs, slots, _ = prepare([FIXTURES / "build" / "retained_run" / "input"], sink, max_line_bytes=1 << 20)
+    written = []
+
+    def write(line: bytes) -> None:
+        written.append(line)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt) as interrupted:
+        run_slots(slots, BuildOptions(capture_enabled=inputs.capture_enabled), sink, write, jobs=2)
+    # The pool is shut down while the interrupt propagates, not when its traceback is released.
+    assert interrupted.traceback and len(written) == 1
+    assert multiprocessing.active_children() == []

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import duckdb
 import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import pytest
 
@@ -23,7 +25,7 @@ from conftest import FIXTURES, ROOT, generated_corpus, run_cli
 from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.contract import TrajectoryRecord
-from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.diagnostics import DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.jsonl import record_json
 from ng_traj.writers.parquet import SCHEMAS, TABLES, open_dataset
@@ -232,12 +234,69 @@ def test_validate_reads_a_dataset_and_reports_broken_rows(tmp_path):
     assert result.exit_code == 1 and "missing column(s) prompt_tokens" in result.stderr
 
 
+def test_trajectory_indexes_that_repeat_or_skip_are_dataset_errors(tmp_path):
+    dataset = tmp_path / "out.parquet"
+    run_cli("build", RETAINED / "input", "-o", dataset)
+    heads = pq.read_table(dataset / "trajectories.parquet")
+    pq.write_table(pa.concat_tables([heads, heads.slice(0, 1)]), dataset / "trajectories.parquet")
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1
+    repeated = "row 14 of trajectories.parquet repeats trajectory_index 0 or is out of order (after 12); skipped"
+    assert f"{dataset}:1: error[dataset_invalid]: {repeated}" in result.stderr
+    assert "13 record(s), 0 invalid, 1 line(s) skipped; 1 error(s)" in result.stderr
+    back = run_cli("convert", dataset, "-o", tmp_path / "back.jsonl")
+    assert back.exit_code == 1 and repeated in back.stderr and "1 record(s) skipped" in back.stderr
+    assert (tmp_path / "back.jsonl").read_bytes() == (RETAINED / "expected.jsonl").read_bytes()
+    pq.write_table(heads.filter(pc.not_equal(heads["trajectory_index"], 5)), dataset / "trajectories.parquet")
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1
+    assert f"{dataset}:7: error[dataset_invalid]: the trajectories table has no row for trajectory_index 5" in (
+        result.stderr
+    )
+    # Trajectory 5's rows in the other tables now name no trajectory.
+    assert f"{dataset}:7: error[dataset_invalid]: 5 row(s) before this trajectory name no trajectory" in result.stderr
+
+
 def test_an_existing_directory_that_is_not_a_dataset_is_never_replaced(tmp_path):
     (tmp_path / "keep").mkdir()
     (tmp_path / "keep" / "notes.txt").write_text("mine")
     result = run_cli("build", RETAINED / "input", "-o", tmp_path / "keep", "--format", "parquet")
     assert result.exit_code == 2 and "not an ng-traj Parquet dataset; not replaced" in result.stderr
     assert (tmp_path / "keep" / "notes.txt").read_text() == "mine"
+
+
+def test_a_dataset_holding_other_files_is_never_replaced(tmp_path):
+    dataset = tmp_path / "ds.parquet"
+    assert run_cli("build", RETAINED / "input", "-o", dataset).exit_code == 0
+    (dataset / "notes.txt").write_text("mine")
+    before = _snapshot(dataset)
+    refused = "is a dataset that also holds notes.txt; not replaced"
+    for command in (("build", RETAINED / "input"), ("convert", RETAINED / "expected.jsonl")):
+        result = run_cli(*command, "-o", dataset)
+        assert result.exit_code == 2 and refused in result.stderr and result.stderr.count("\n") == 1
+        assert _snapshot(dataset) == before
+    # A file that appears while the new dataset is written stops the replacement too.
+    (dataset / "notes.txt").unlink()
+    with pytest.raises(RunError, match=r"also holds late\.txt; not replaced"), open_dataset(dataset):
+        (dataset / "late.txt").write_text("mine")
+    tables = {name: data for name, data in before.items() if name != "notes.txt"}
+    assert _snapshot(dataset) == {**tables, "late.txt": b"mine"}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ds.parquet"]
+
+
+def test_a_table_file_is_not_read_as_jsonl(tmp_path):
+    dataset = tmp_path / "ds.parquet"
+    assert run_cli("build", RETAINED / "input", "-o", dataset).exit_code == 0
+    table = dataset / "trajectories.parquet"
+    pointer = f"error: {table} is a Parquet table file of a dataset, not JSONL: name the dataset folder {dataset}\n"
+    for command in (("validate", table), ("convert", table, "-o", tmp_path / "x.parquet")):
+        result = run_cli(*command)
+        assert (result.exit_code, result.stderr) == (2, pointer)
+    assert not (tmp_path / "x.parquet").exists()
+    lone = tmp_path / "gaps.parquet"
+    lone.write_bytes((dataset / "gaps.parquet").read_bytes())
+    result = run_cli("validate", lone)
+    assert result.exit_code == 2 and "is a Parquet file, not JSONL" in result.stderr
 
 
 def test_parquet_refuses_standard_output_and_attach(tmp_path):

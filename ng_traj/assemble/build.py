@@ -442,15 +442,7 @@ def run_slots(
     payloads, diagnostics and the tally are the same as with one.
     """
     tally = BuildTally(by_role=RoleTally(options.roles))
-    with young_collections():
-        if jobs > 1:
-            from ng_traj.assemble.workers import run_parallel
-
-            done_slots = run_parallel(slots, options, encode, jobs)
-        else:
-            done_slots = (
-                (slot, outcome(i, assemble_slot(slot, options, sink), encode)) for i, slot in enumerate(slots)
-            )
+    with young_collections(), _assembled(slots, options, sink, encode, jobs) as done_slots:
         for slot, done in done_slots:
             for diagnostic in done.diagnostics:
                 sink.add(diagnostic)
@@ -459,6 +451,20 @@ def run_slots(
             if on_slot is not None:
                 on_slot(slot)
     return tally
+
+
+@contextlib.contextmanager
+def _assembled(
+    slots: list[Slot], options: BuildOptions, sink: DiagnosticSink, encode: Encode, jobs: int
+) -> Iterator[Iterator[tuple[Slot, Outcome]]]:
+    """``(slot, outcome)`` in slot order, assembled here or in ``jobs`` workers (stopped when the block ends)."""
+    if jobs > 1:
+        from ng_traj.assemble.workers import run_parallel
+
+        with run_parallel(slots, options, encode, jobs) as done_slots:
+            yield done_slots
+        return
+    yield ((slot, outcome(i, assemble_slot(slot, options, sink), encode)) for i, slot in enumerate(slots))
 
 
 BUILD_GC_THRESHOLD = (50_000, 20, 100)

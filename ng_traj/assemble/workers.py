@@ -10,13 +10,25 @@ memory by a few chunks of rollouts whatever the corpus size.
 Workers are forked where the platform can (they start at once with the build modules loaded and
 only ever use their own sink, never the parent's console or outputs), else started by a fork
 server that has imported the build modules.
+
+Interrupts are the parent's to handle. Ctrl-C and ``kill -- -PGID`` reach the whole process group,
+and a forked worker would inherit the parent's handler that turns SIGTERM into
+``KeyboardInterrupt``; an exception (or death) inside the pool's own pipe reads and writes leaves a
+message half-sent, and the parent's pool then waits for its end forever. So a worker ignores
+SIGINT, and on SIGTERM dies at once while it builds a chunk (or once orphaned), else as soon as it
+has handed its result over and takes the next chunk; a worker told to stop by the pool exits as
+usual. The interrupted parent cancels the chunks not started and shuts the pool down (the workers
+finish the few chunks they hold) before its outputs are cleaned up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import gc
 import multiprocessing
+import os
+import signal
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -35,19 +47,39 @@ _state: dict[str, Any] = {}
 
 
 def _start(options: BuildOptions, encode: Encode) -> None:
-    _state["options"], _state["encode"] = options, encode
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _terminated)
+    _state.update(options=options, encode=encode, parent=os.getppid(), building=False, terminated=False)
     gc.freeze()
     gc.set_threshold(*BUILD_GC_THRESHOLD)
 
 
+def _terminated(signum: int, frame: object) -> None:
+    """SIGTERM in a worker: die now unless a message is on its way through the pool's pipes."""
+    if _state["building"] or os.getppid() != _state["parent"]:
+        _die()
+    _state["terminated"] = True
+
+
+def _die() -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def _build_chunk(start: int, chunk: Sequence[Slot]) -> list[Outcome]:
+    if _state["terminated"]:
+        _die()
     options, encode = _state["options"], _state["encode"]
     done = []
-    for offset, slot in enumerate(chunk):
-        collected: list[Diagnostic] = []
-        sink = DiagnosticSink(collected.append)
-        result = outcome(start + offset, assemble_slot(slot, options, sink), encode)
-        done.append(dataclasses.replace(result, diagnostics=(*collected, *result.diagnostics)))
+    _state["building"] = True
+    try:
+        for offset, slot in enumerate(chunk):
+            collected: list[Diagnostic] = []
+            sink = DiagnosticSink(collected.append)
+            result = outcome(start + offset, assemble_slot(slot, options, sink), encode)
+            done.append(dataclasses.replace(result, diagnostics=(*collected, *result.diagnostics)))
+    finally:
+        _state["building"] = False
     return done
 
 
@@ -59,29 +91,33 @@ def _context() -> multiprocessing.context.BaseContext:
     return context
 
 
+@contextlib.contextmanager
 def run_parallel(
     slots: Sequence[Slot], options: BuildOptions, encode: Encode, jobs: int
-) -> Iterator[tuple[Slot, Outcome]]:
-    """Assemble ``slots`` in ``jobs`` processes; yield ``(slot, outcome)`` in slot order.
+) -> Iterator[Iterator[tuple[Slot, Outcome]]]:
+    """Assemble ``slots`` in ``jobs`` processes; the block iterates ``(slot, outcome)`` in slot order.
+
+    However the block ends (an interrupt included), the chunks not started are cancelled and the
+    pool is shut down before the block's exception propagates.
 
     Raises:
         Exception: Whatever a worker raised unexpectedly (the build stops).
     """
-    starts = range(0, len(slots), CHUNK)
+    pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=(options, encode))
+    try:
+        yield _results(pool, slots, jobs)
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _results(pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int) -> Iterator[tuple[Slot, Outcome]]:
     pending: deque[tuple[int, Future[list[Outcome]]]] = deque()
-    with ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=(options, encode)) as pool:
-        queue = iter(starts)
-        try:
-            for start in queue:
-                pending.append((start, pool.submit(_build_chunk, start, slots[start : start + CHUNK])))
-                if len(pending) >= jobs * WINDOW:
-                    yield from _drain(slots, pending.popleft())
-            while pending:
-                yield from _drain(slots, pending.popleft())
-        except BaseException:
-            for _, future in pending:
-                future.cancel()
-            raise
+    for start in range(0, len(slots), CHUNK):
+        pending.append((start, pool.submit(_build_chunk, start, slots[start : start + CHUNK])))
+        if len(pending) >= jobs * WINDOW:
+            yield from _drain(slots, pending.popleft())
+    while pending:
+        yield from _drain(slots, pending.popleft())
 
 
 def _drain(slots: Sequence[Slot], entry: tuple[int, Future[list[Outcome]]]) -> Iterator[tuple[Slot, Outcome]]:

@@ -18,7 +18,7 @@ from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
-from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file
+from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
 from ng_traj.redact import Redactor
 from ng_traj.roles import parse_roles
 from ng_traj.sources.detect import KINDS
@@ -72,9 +72,17 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     if request.output is None and request.stdout_is_terminal:
         raise RunError("name an output file with -o (or -o - for standard output)")
     output = STDOUT if request.output is None else request.output
+    if not output:
+        raise RunError("-o needs a path (or - for standard output)")
     chosen = output_format(request.output_format, output)
     if chosen == "parquet" and request.attach:
         raise RunError("--attach writes rollout rows (JSONL); a Parquet dataset holds trajectories: drop one")
+    if chosen == "parquet":
+        from ng_traj.writers.parquet import check_target
+
+        check_target(Path(output))  # before reading any input; checked again when the dataset is replaced
+    elif output != STDOUT:
+        check_file_target(Path(output))
     return output, chosen
 
 

@@ -12,6 +12,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 
 import typer
 from rich.console import Console
@@ -54,6 +55,30 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
         console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (run with --debug for a traceback)")
         code = EXIT_USAGE
     raise typer.Exit(code)
+
+
+PARQUET_MAGIC = b"PAR1"
+"""The first (and last) four bytes of every Parquet file."""
+
+
+def refuse_parquet_file(path: Path) -> None:
+    """Stop with a usage error when ``path`` is a Parquet file, which would read as garbled JSONL.
+
+    Raises:
+        RunError: The regular file ``path`` starts with the Parquet magic bytes.
+    """
+    if not path.is_file():
+        return
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(len(PARQUET_MAGIC))
+    except OSError:
+        return
+    if magic != PARQUET_MAGIC:
+        return
+    if (path.parent / "trajectories.parquet").is_file():
+        raise RunError(f"{path} is a Parquet table file of a dataset, not JSONL: name the dataset folder {path.parent}")
+    raise RunError(f"{path} is a Parquet file, not JSONL: ng-traj reads Parquet only as a dataset folder it wrote")
 
 
 def diagnostic_printer(console: Console | None) -> Callable[[Diagnostic], None]:

@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, diagnostic_printer, guarded, stderr_console
+from ng_traj.cli.common import (
+    DEBUG_HELP,
+    EXIT_DATA,
+    EXIT_OK,
+    diagnostic_printer,
+    guarded,
+    refuse_parquet_file,
+    stderr_console,
+)
 from ng_traj.diagnostics import DiagnosticSink, RunError
 from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
@@ -49,6 +57,7 @@ def command(
 def _run(source: Path, output: str, max_line_bytes: int) -> int:
     if not source.exists():
         raise RunError(f"{source}: no such file or directory")
+    refuse_parquet_file(source)
     from ng_traj.writers.parquet import DatasetError, is_dataset
     from ng_traj.writers.parquet_convert import dataset_to_jsonl, jsonl_to_dataset
 

@@ -18,6 +18,7 @@ from ng_traj.cli.common import (
     byte_progress,
     diagnostic_printer,
     guarded,
+    refuse_parquet_file,
     stderr_console,
 )
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
@@ -62,6 +63,7 @@ def _run(files: list[Path], json_output: bool, max_line_bytes: int) -> int:
             raise RunError(f"{path}: no such file")
         if path.is_dir() and not (path / "trajectories.parquet").is_file():
             raise RunError(f"{path} is a directory but not an ng-traj Parquet dataset; name the JSONL files to check")
+        refuse_parquet_file(path)
     from ng_traj.validate import validate_dataset, validate_file
 
     tally = Tally()

@@ -2,32 +2,67 @@
 
 Data is written to a hidden temporary sibling of the target and renamed over it only when the
 writer finished without an exception; a killed or failed run leaves the previous output (or none)
-and at most a stale ``.<name>.tmp-*`` sibling.
+and at most a stale ``.<name>.tmp-*`` sibling. A full disk met while writing (by whichever writer:
+JSONL lines, spooled lines, pyarrow) is reported here as one run error naming the output.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from ng_traj.diagnostics import RunError
 
 STDOUT = "-"
+WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
+"""Errors only writing can meet (a full disk, a quota, the file size limit): reported as the run's error."""
 
 
-def _check_parent(target: Path) -> Path:
+def output_folder(target: Path) -> Path:
+    """The folder output ``target`` (a file or a dataset directory) is written in.
+
+    Raises:
+        RunError: The folder does not exist.
+    """
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise RunError(f"output folder {parent} does not exist")
+    return parent
+
+
+def check_file_target(target: Path) -> Path:
+    """The folder an output file ``target`` is written in (checked before any input is read, and again
+    when writing starts).
+
+    Raises:
+        RunError: The folder does not exist, or ``target`` is a directory.
+    """
+    parent = output_folder(target)
     if target.is_dir() and not target.is_symlink():
         raise RunError(f"output {target} is a directory; give a file path")
     return parent
+
+
+@contextlib.contextmanager
+def _write_errors(name: str) -> Iterator[None]:
+    """Turn a full disk met while writing output ``name`` into one :class:`RunError` naming it.
+
+    Raises:
+        RunError: An ``OSError`` with one of :data:`WRITE_ERRNOS` left the block.
+    """
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRNOS:
+            raise
+        raise RunError(f"cannot write {name}: {os.strerror(exc.errno)}") from exc
 
 
 class AbortWrite(Exception):
@@ -47,16 +82,18 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     ``AbortWrite`` raised in the block discards the new content and leaves ``path`` untouched.
 
     Raises:
-        RunError: The parent folder is missing or unwritable, or the target is a directory.
+        RunError: The parent folder is missing or unwritable, the target is a directory, or the
+            disk is full (:data:`WRITE_ERRNOS`).
     """
     if str(path) == STDOUT:
-        yield sys.stdout.buffer
-        sys.stdout.buffer.flush()
+        with _write_errors("standard output"):
+            yield sys.stdout.buffer
+            sys.stdout.buffer.flush()
         return
     target = Path(path)
-    parent = _check_parent(target)
+    parent = check_file_target(target)
     if _is_special(target):
-        with contextlib.suppress(AbortWrite), open(target, "wb") as handle:
+        with _write_errors(str(target)), contextlib.suppress(AbortWrite), open(target, "wb") as handle:
             yield handle
         return
     try:
@@ -64,7 +101,7 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     except OSError as exc:
         raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with _write_errors(str(target)), os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -80,24 +117,30 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
 
 
 @contextlib.contextmanager
-def atomic_directory(path: str | Path) -> Iterator[Path]:
+def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``path`` when the block completes.
 
     An existing directory at ``path`` is replaced whole; an existing file there is an error.
+    ``check(path)`` runs before the block and again just before the replacement (the block may
+    run for minutes); what it raises leaves ``path`` as it was.
 
     Raises:
-        RunError: The parent folder is missing or ``path`` is a file.
+        RunError: The parent folder is missing, ``path`` is a file, or the disk is full
+            (:data:`WRITE_ERRNOS`).
     """
     target = Path(path)
-    parent = target.parent if str(target.parent) else Path(".")
-    if not parent.is_dir():
-        raise RunError(f"output folder {parent} does not exist")
+    parent = output_folder(target)
+    if check is not None:
+        check(target)
     if target.exists() and not target.is_dir():
         raise RunError(f"output {target} exists and is not a directory")
     tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
     try:
-        yield tmp
+        with _write_errors(str(target)):
+            yield tmp
         os.chmod(tmp, 0o755)
+        if check is not None:
+            check(target)
         if target.exists():
             old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
             os.replace(target, old / target.name)

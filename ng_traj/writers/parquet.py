@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import RunError
-from ng_traj.io.atomic import atomic_directory
+from ng_traj.io.atomic import atomic_directory, output_folder
 from ng_traj.writers.parquet_rows import Encoded, Extras, RowEncoder, record_rows, record_value
 
 KEY_FIELDS = [
@@ -266,14 +266,25 @@ class DatasetWriter:
 
 
 def check_target(path: Path) -> None:
-    """Refuse to replace anything but an ng-traj dataset (or nothing) at ``path``.
+    """Refuse to replace anything but an ng-traj dataset holding nothing else (or nothing) at ``path``.
 
     Raises:
-        RunError: ``path`` is a file, or a directory that is not an ng-traj dataset.
+        RunError: The folder of ``path`` does not exist; ``path`` is a file, a directory that is not an ng-traj dataset, or a dataset
+            directory that also holds other files or folders (which replacing it would delete).
     """
-    if path.exists() and not is_dataset(path):
+    output_folder(path)
+    if not path.exists():
+        return
+    if not is_dataset(path):
         kind = "directory" if path.is_dir() else "file"
         raise RunError(f"output {path} is an existing {kind} that is not an ng-traj Parquet dataset; not replaced")
+    tables = {table_path(path, name).name for name in TABLES}
+    foreign = sorted(entry.name for entry in path.iterdir() if entry.name not in tables or not entry.is_file())
+    if foreign:
+        named = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise RunError(
+            f"output {path} is a dataset that also holds {named}; not replaced (move those out or name another output)"
+        )
 
 
 @contextlib.contextmanager
@@ -283,9 +294,7 @@ def open_dataset(path: str | Path, roles: Mapping[str, str] | None = None) -> It
     Raises:
         RunError: The parent folder is missing, or ``path`` holds something other than a dataset.
     """
-    target = Path(path)
-    check_target(target)
-    with atomic_directory(target) as directory:
+    with atomic_directory(path, check=check_target) as directory:
         writer = DatasetWriter(directory, roles)
         try:
             yield writer
@@ -342,17 +351,26 @@ def _table_rows(path: Path, name: str) -> Iterator[dict[str, Any]]:
 
 @dataclass
 class DatasetRecord:
-    """One trajectory read back: its position, its JSON value (or the error that prevented it)."""
+    """One trajectory read back: its position, its JSON value (or the error that prevented it).
+
+    Attributes:
+        stray_rows: Rows of child tables before this trajectory's that name no trajectory.
+        missing_before: Trajectory indexes the ``trajectories`` table skips before this one.
+    """
 
     index: int
     value: dict[str, Any] | None
     problem: str | None = None
     stray_rows: int = 0
+    missing_before: int = 0
 
 
 def read_dataset(path: Path) -> Iterator[DatasetRecord]:
     """Yield every trajectory of the dataset at ``path``, in order, streaming.
 
+    ``trajectory_index`` must count 0, 1, 2, ... down the ``trajectories`` table: a row that
+    repeats an index or goes back is yielded as a problem without a value (its rows were given to
+    the first one), and indexes it skips are counted in the next record's ``missing_before``.
     Rows of a child table that name no trajectory (or are out of order) are counted in the next
     record's ``stray_rows``. ``compactions`` is not read: ``ng_trajectory`` has no place for it.
 
@@ -365,18 +383,30 @@ def read_dataset(path: Path) -> Iterator[DatasetRecord]:
         raise DatasetError(f"{path}: not an ng-traj Parquet dataset (missing {', '.join(missing)})")
     heads = _table_rows(table_path(path, "trajectories"), "trajectories")
     cursors = {name: _Cursor(_table_rows(table_path(path, name), name)) for name in needed[1:]}
-    for head in heads:
+    last = -1
+    for row, head in enumerate(heads, 1):
         index = head["trajectory_index"]
-        tables: dict[str, list[dict[str, Any]]] = {"trajectories": [head]}
-        stray = 0
-        for name, cursor in cursors.items():
-            tables[name], skipped = cursor.take(index)
-            stray += skipped
-        try:
-            record = DatasetRecord(index, record_value(tables), None, stray)
-        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-            record = DatasetRecord(index, None, f"rows do not form a trajectory ({type(exc).__name__}: {exc})", stray)
+        if index <= last:
+            problem = f"row {row} of trajectories.parquet repeats trajectory_index {index} or is out of order"
+            yield DatasetRecord(index, None, f"{problem} (after {last}); skipped")
+            continue
+        record = _joined(head, cursors)
+        record.missing_before, last = index - last - 1, index
         yield record
     leftover = sum(cursor.take(1 << 62)[1] for cursor in cursors.values())
     if leftover:
         yield DatasetRecord(-1, None, f"{leftover} row(s) name no trajectory of the dataset", 0)
+
+
+def _joined(head: dict[str, Any], cursors: dict[str, _Cursor]) -> DatasetRecord:
+    """The trajectory of the ``trajectories`` row ``head``, joined with its rows of the other tables."""
+    index = head["trajectory_index"]
+    tables: dict[str, list[dict[str, Any]]] = {"trajectories": [head]}
+    stray = 0
+    for name, cursor in cursors.items():
+        tables[name], skipped = cursor.take(index)
+        stray += skipped
+    try:
+        return DatasetRecord(index, record_value(tables), None, stray)
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        return DatasetRecord(index, None, f"rows do not form a trajectory ({type(exc).__name__}: {exc})", stray)

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from ng_traj.contract import AgentObservationBundle, ContextCompactionObservation, TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
-from ng_traj.validate import findings_from_error
+from ng_traj.validate import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.writers.jsonl import record_json
 from ng_traj.writers.parquet import open_dataset, read_dataset
 from ng_traj.writers.parquet_rows import Extras
@@ -43,8 +43,7 @@ def _record(value: Any, sink: DiagnosticSink, path: str, line: int, prefix: str 
         return TrajectoryRecord.model_validate(value)
     except ValidationError as exc:
         for finding in findings_from_error(exc, value, prefix):
-            pointer = finding.pointer or None
-            sink.add(Diagnostic("error", finding.code, finding.message, path=path, line=line, pointer=pointer))
+            sink.add(finding.at(path, line))
         return None
 
 
@@ -76,8 +75,13 @@ def jsonl_to_dataset(
     with open_dataset(target) as dataset:
         for line in read_json_objects(source, sink, max_line_bytes=max_line_bytes):
             row = line.value
-            is_row = "ng_trajectory" in row
-            record = _record(row["ng_trajectory"] if is_row else row, sink, name, line.line, "ng_trajectory" * is_row)
+            is_row = not is_bare_trajectory(row)
+            value = row.get("ng_trajectory") if is_row else row
+            if value is None:
+                sink.add(TRAJECTORY_MISSING.at(name, line.line, line.offset))
+                counts.skipped += 1
+                continue
+            record = _record(value, sink, name, line.line, "ng_trajectory" * is_row)
             if record is None:
                 counts.skipped += 1
                 continue
@@ -97,6 +101,10 @@ def dataset_records(source: Path, sink: DiagnosticSink) -> Iterator[tuple[int, A
     """
     name = str(source)
     for record in read_dataset(source):
+        if record.missing_before:
+            first, end = record.index - record.missing_before, record.index - 1
+            message = f"the trajectories table has no row for trajectory_index {first}{f'..{end}' * (end > first)}"
+            sink.add(Diagnostic("error", "dataset_invalid", message, path=name, line=record.index + 1))
         if record.stray_rows:
             message = f"{record.stray_rows} row(s) before this trajectory name no trajectory (or are out of order)"
             sink.add(Diagnostic("error", "dataset_invalid", message, path=name, line=record.index + 1))

@@ -1,0 +1,68 @@
+"""Atomic outputs: a full disk is one error line naming the output (exit 2), never a traceback."""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+from ng_traj.diagnostics import RunError
+from ng_traj.io.atomic import atomic_directory, atomic_file
+
+RETAINED = FIXTURES / "build" / "retained_run"
+DEV_FULL = Path("/dev/full")
+FULL = os.strerror(errno.ENOSPC)
+
+
+def _ng_traj(*args: object, stdout: Path | None = None) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "ng_traj", *map(str, args)]
+    with open(stdout or os.devnull, "wb") as out:
+        return subprocess.run(command, stdout=out, stderr=subprocess.PIPE, check=False)
+
+
+@pytest.fixture(scope="module")
+def dataset(tmp_path_factory) -> Path:
+    """The retained run as a Parquet dataset."""
+    path = tmp_path_factory.mktemp("dataset") / "d.parquet"
+    assert run_cli("convert", RETAINED / "expected.jsonl", "-o", path).exit_code == 0
+    return path
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (("build", RETAINED / "input", "-q", "-o", DEV_FULL), DEV_FULL),
+        (("build", RETAINED / "input", "-q", "-o", DEV_FULL, "--jobs", "2"), DEV_FULL),
+        (("build", RETAINED / "input", "-q", "-o", "-"), "standard output"),
+        (("convert", "DATASET", "-o", DEV_FULL), DEV_FULL),
+        (("convert", "DATASET", "-o", "-"), "standard output"),
+    ],
+    ids=["build-file", "build-jobs", "build-stdout", "convert-file", "convert-stdout"],
+)
+def test_a_full_disk_is_one_error_line(dataset, args, named):
+    """Standard output goes to /dev/full too; the last line of standard error is the one error."""
+    result = _ng_traj(*(dataset if arg == "DATASET" else arg for arg in args), stdout=DEV_FULL)
+    assert result.returncode == 2
+    assert result.stderr.decode().splitlines()[-1] == f"error: cannot write {named}: {FULL}"
+    assert b"internal error" not in result.stderr and b"Traceback" not in result.stderr
+
+
+def test_write_errors_name_the_output_and_leave_nothing_behind(tmp_path):
+    target = tmp_path / "out.parquet"
+    with pytest.raises(RunError, match=re.escape(f"cannot write {target}: {FULL}")), atomic_directory(target):
+        raise OSError(errno.ENOSPC, "Error writing bytes to file")  # as pyarrow raises it
+    quota = re.escape(f"cannot write {target}.jsonl: {os.strerror(errno.EDQUOT)}")
+    with pytest.raises(RunError, match=quota), atomic_file(f"{target}.jsonl") as handle:
+        handle.write(b"{}\n")
+        raise OSError(errno.EDQUOT, "quota")
+    # Other errors are not the output's: they propagate as they are.
+    with pytest.raises(FileNotFoundError), atomic_directory(target):
+        raise FileNotFoundError(errno.ENOENT, "gone")
+    assert list(tmp_path.iterdir()) == []
