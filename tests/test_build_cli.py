@@ -472,3 +472,13 @@ def test_a_bad_output_is_refused_before_any_input_is_read(tmp_path, output):
     assert result.exit_code == 2
     assert "invalid_json" not in result.stderr  # the inputs' diagnostics never came
     assert ("-o needs a path" if not output else "output folder /nonexistent-ng-traj does not exist") in result.stderr
+
+
+def test_messages_print_names_and_line_numbers_as_they_are(tmp_path):
+    rows = [json.dumps({"_ng_task_index": 0, "_ng_rollout_index": i, "response": {"output": []}}) for i in range(99)]
+    rollouts = tmp_path / "r[b].jsonl"
+    rollouts.write_text("\n".join([*rows, "{bad"]) + "\n")
+    result = run_cli("build", rollouts, "-o", tmp_path / "out.jsonl")
+    assert f"{rollouts}:100: error[invalid_json]" in result.stderr  # not an emoji for :100:
+    result = run_cli("validate", tmp_path / "nope[/]")
+    assert result.exit_code == 2 and "nope[/]: no such file" in result.stderr

@@ -11,8 +11,10 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
+from rich.text import Text
 
 from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
@@ -183,11 +185,11 @@ def _render(summary: BuildSummary, request: BuildRequest, output: str, console) 
         stream.flush()
         return
     for named in summary.empty_inputs:
-        console.print(f"[bold red]error:[/] {named}: nothing usable was built from this input")
+        console.print(f"[bold red]error:[/] {escape(named)}: nothing usable was built from this input")
     if not summary.tally.trajectories and output != STDOUT:
-        console.print(f"[bold red]error:[/] no trajectory was built; {output} was left as it was")
+        console.print(f"[bold red]error:[/] no trajectory was built; {escape(output)} was left as it was")
     if not console.is_terminal:
-        console.print(_one_line(data))
+        console.print(_one_line(data), markup=False)
         return
     console.print(_table(data))
 
@@ -211,7 +213,7 @@ def _roles(roles: dict) -> str:
 
 
 def _table(data: dict) -> Table:
-    table = Table(title=f"ng-traj build -> {data['output']}", show_header=False, box=None)
+    table = Table(title=Text(f"ng-traj build -> {data['output']}"), show_header=False, box=None)
     table.add_column(style="bold")
     table.add_column()
     rows = [
@@ -227,5 +229,5 @@ def _table(data: dict) -> Table:
         ("diagnostics", f"{data['diagnostics']['errors']} error(s), {data['diagnostics']['warnings']} warning(s)"),
     ]
     for key, value in rows:
-        table.add_row(key, value)
+        table.add_row(key, Text(value))  # values hold names from the data: never markup
     return table

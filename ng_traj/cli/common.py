@@ -16,6 +16,7 @@ from pathlib import Path
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ng_traj.diagnostics import Diagnostic, RunError
@@ -27,8 +28,9 @@ JSON_HELP = "Machine-readable output (JSON) instead of text."
 
 
 def stderr_console() -> Console:
-    """A console on standard error (colour off when not a terminal or under ``NO_COLOR``)."""
-    return Console(stderr=True, highlight=False, soft_wrap=True)
+    """A console on standard error (colour off when not a terminal or under ``NO_COLOR``; ``:name:``
+    emoji codes, which file names and line numbers such as ``x.jsonl:100:`` contain, never replaced)."""
+    return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
 def guarded(debug: bool, body: Callable[[], int]) -> None:
@@ -42,7 +44,7 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
     try:
         code = body()
     except RunError as exc:
-        console.print(f"[bold red]error:[/] {exc}", markup=True)
+        console.print(f"[bold red]error:[/] {escape(str(exc))}")
         code = EXIT_USAGE
     except KeyboardInterrupt:
         console.print("[yellow]interrupted[/]")
@@ -52,7 +54,8 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
     except Exception as exc:
         if debug:
             traceback.print_exc()
-        console.print(f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (run with --debug for a traceback)")
+        problem = escape(f"{type(exc).__name__}: {exc}")
+        console.print(f"[bold red]internal error:[/] {problem} (run with --debug for a traceback)")
         code = EXIT_USAGE
     raise typer.Exit(code)
 

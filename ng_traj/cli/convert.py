@@ -84,6 +84,7 @@ def _run(source: Path, output: str, max_line_bytes: int) -> int:
     failed = counts.skipped or sink.errors
     console.print(
         f"converted {counts.written} trajectories: {source} -> {output}; {counts.skipped} record(s) skipped, "
-        f"{sink.errors} error(s), {sink.warnings} warning(s)"
+        f"{sink.errors} error(s), {sink.warnings} warning(s)",
+        markup=False,
     )
     return EXIT_DATA if failed else EXIT_OK

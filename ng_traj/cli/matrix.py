@@ -86,9 +86,9 @@ def _write(data: dict, output_format: str, render) -> None:
     if output_format == "table":
         from rich.console import Console
 
-        stdout = Console(highlight=False)
+        stdout = Console(highlight=False, emoji=False)
         if not stdout.is_terminal:
-            stdout = Console(highlight=False, width=200)
+            stdout = Console(highlight=False, emoji=False, width=200)
         render.table(data, stdout)
         return
     text = {"markdown": render.markdown, "csv": render.csv_text}.get(output_format)

@@ -61,7 +61,7 @@ def table(data: dict[str, Any], console: Console) -> None:
         grid.add_column(header, justify="right" if header == "records" else "left", no_wrap=True)
     for group in data["groups"]:
         cells = [Text(cell_text(c), style=STYLES[c["value"]]) for c in group["cells"].values()]
-        grid.add_row(group["group"], str(group["records"]), *cells)
+        grid.add_row(Text(group["group"]), str(group["records"]), *cells)
         if data["reference"] is not None:
             marks = [
                 Text(documented_text(c), style="bold" if c["agrees"] is False else "dim")
