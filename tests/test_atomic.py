@@ -66,3 +66,25 @@ def test_write_errors_name_the_output_and_leave_nothing_behind(tmp_path):
     with pytest.raises(FileNotFoundError), atomic_directory(target):
         raise FileNotFoundError(errno.ENOENT, "gone")
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")  # the swallowed interrupt
+def test_an_interrupt_whose_exception_was_swallowed_still_stops_the_commit(tmp_path, monkeypatch):
+    from ng_traj.io import atomic
+
+    monkeypatch.setattr(atomic, "_interrupts", [])
+    target = tmp_path / "out.jsonl"
+    target.write_bytes(b"old\n")
+
+    class Finalised:
+        def __del__(self):
+            atomic.interrupt(2, None)  # as if the signal landed while a finalizer ran
+
+    with pytest.raises(KeyboardInterrupt), atomic.atomic_file(target) as handle:
+        handle.write(b"new\n")
+        Finalised()  # the KeyboardInterrupt raised in __del__ is dropped by Python ("Exception ignored")
+    assert target.read_bytes() == b"old\n"
+    assert not [p for p in tmp_path.iterdir() if p.name != "out.jsonl"]
+    with pytest.raises(KeyboardInterrupt), atomic.atomic_directory(tmp_path / "ds.parquet"):
+        pass
+    assert not (tmp_path / "ds.parquet").exists()

@@ -17,11 +17,11 @@ import pytest
 from test_hermes_golden import materialise
 
 from conftest import FIXTURES
-from ng_traj import cli
 from ng_traj.assemble import workers
 from ng_traj.assemble.build import BuildOptions, encode_line, run_slots
 from ng_traj.assemble.pipeline import prepare
 from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.io.atomic import interrupt
 
 
 def _build(inputs: Path, out: Path, jobs: int, *extra: str) -> subprocess.CompletedProcess:
@@ -85,7 +85,7 @@ def _signal_handlers() -> tuple[object, object]:
 
 def test_workers_leave_interrupts_to_the_parent():
     # The CLI turns SIGTERM into KeyboardInterrupt; forked workers must not inherit that handler.
-    previous = signal.signal(signal.SIGTERM, cli._terminate)
+    previous = signal.signal(signal.SIGTERM, interrupt)
     try:
         context, options = workers._context(), (BuildOptions(), encode_line)
         with ProcessPoolExecutor(1, mp_context=context, initializer=workers._start, initargs=options) as pool:

@@ -34,6 +34,7 @@ from ng_traj.contract import AgentObservationBundle, ContextCompactionObservatio
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.atomic import check_interrupted
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
 from ng_traj.roles import CallUsage, RoleTally, call_usage
@@ -444,6 +445,7 @@ def run_slots(
     tally = BuildTally(by_role=RoleTally(options.roles))
     with young_collections(), _assembled(slots, options, sink, encode, jobs) as done_slots:
         for slot, done in done_slots:
+            check_interrupted()  # an interrupt whose exception a finalizer swallowed stops the build here
             for diagnostic in done.diagnostics:
                 sink.add(diagnostic)
             write(done.payload)

@@ -12,6 +12,7 @@ import typer
 
 from ng_traj import __version__
 from ng_traj.cli import build, convert, matrix, schema, validate
+from ng_traj.io.atomic import interrupt
 
 app = typer.Typer(
     name="ng-traj",
@@ -46,11 +47,8 @@ app.command("convert")(convert.command)
 app.command("schema")(schema.command)
 
 
-def _terminate(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> None:
-    """Console-script entry point. SIGTERM is handled as an interrupt, so outputs are cleaned up."""
-    signal.signal(signal.SIGTERM, _terminate)
+    """Console-script entry point. SIGINT and SIGTERM interrupt the command: outputs are cleaned up."""
+    signal.signal(signal.SIGINT, interrupt)
+    signal.signal(signal.SIGTERM, interrupt)
     app()

@@ -65,6 +65,26 @@ def _write_errors(name: str) -> Iterator[None]:
         raise RunError(f"cannot write {name}: {os.strerror(exc.errno)}") from exc
 
 
+_interrupts: list[int] = []
+
+
+def interrupt(signum: int, frame: object) -> None:
+    """Handler for SIGINT and SIGTERM: record the signal, then raise ``KeyboardInterrupt``.
+
+    Python drops an exception raised while a finalizer runs (the cycle collector's, say), so the
+    raise alone can be lost and the command would run on; the record is not lost, and no output is
+    committed once it is set (:func:`check_interrupted`).
+    """
+    _interrupts.append(signum)
+    raise KeyboardInterrupt
+
+
+def check_interrupted() -> None:
+    """Raise ``KeyboardInterrupt`` if an interrupt was recorded (see :func:`interrupt`)."""
+    if _interrupts:
+        raise KeyboardInterrupt
+
+
 class AbortWrite(Exception):
     """Raised inside an ``atomic_file`` block to drop what was written and leave the target as it was."""
 
@@ -105,6 +125,7 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
+        check_interrupted()
         os.chmod(tmp, 0o644)
         os.replace(tmp, target)
     except AbortWrite:
@@ -138,6 +159,7 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
     try:
         with _write_errors(str(target)):
             yield tmp
+        check_interrupted()
         os.chmod(tmp, 0o755)
         if check is not None:
             check(target)
