@@ -60,6 +60,7 @@ BUILD_CODES: dict[str, str] = {
     "capture_record_invalid": "a capture line that does not build a model-call record",
     "capture_duplicate_conflict": "two stores hold different lines with the same model_call_id",
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
+    "value_out_of_range": "an integer too large for a Parquet int64 column was written as null",
     "payload_as_text": "open values nested too deep for the JSON writers were written as JSON text",
     "projection_failed": "the projection raised; a minimal trajectory with the gap was written",
     "manifest_row_invalid": "a manifest row without rollout_id and path, with a path that does not exist, or an unknown kind",

@@ -340,3 +340,26 @@ def test_sigkill_mid_build_leaves_the_previous_output_or_none(tmp_path, corpus, 
         assert _snapshot(target) == before
     else:
         assert not target.exists()
+
+
+def test_an_integer_beyond_int64_is_null_in_parquet_and_reported(tmp_path):
+    huge = 2**63 + 5
+    (tmp_path / "rollouts.jsonl").write_bytes(
+        orjson.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}}) + b"\n"
+    )
+    (tmp_path / "cap").mkdir()
+    call = {"model_call_id": "c1", "dialect": "responses", "request": {"input": "hi"}}
+    call["response"] = {"id": "r1", "output": [], "usage": {"input_tokens": huge, "output_tokens": 3}}
+    (tmp_path / "cap" / "0-0.capture.jsonl").write_bytes(orjson.dumps(call) + b"\n")
+    for command in (("build", tmp_path / "rollouts.jsonl", tmp_path / "cap"), ("convert", tmp_path / "out.jsonl")):
+        if command[0] == "convert":
+            assert (
+                run_cli("build", tmp_path / "rollouts.jsonl", tmp_path / "cap", "-o", tmp_path / "out.jsonl").exit_code
+                == 0
+            )
+        result = run_cli(*command, "-o", tmp_path / f"{command[0]}.parquet")
+        assert result.exit_code == 0, result.stderr
+        assert "warning[value_out_of_range]" in result.stderr and str(huge) in result.stderr
+        (row,) = _table(tmp_path / f"{command[0]}.parquet", "model_calls")
+        assert row["prompt_tokens"] is None and row["completion_tokens"] == 3
+    assert orjson.loads((tmp_path / "out.jsonl").read_bytes())["model_calls"][0]["token_stats"]["prompt_tokens"] == huge

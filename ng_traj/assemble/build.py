@@ -104,12 +104,13 @@ class Built:
         except SERIALISE_ERRORS as exc:
             self.record = failed_projection(self.record.task_id, self.record.rollout_id, exc)
             self.failed = exc
-            self._note("projection_failed", "nested too deep to serialise; minimal record written")
+            self.note("projection_failed", "nested too deep to serialise; minimal record written")
             return encode_record(self.record)
-        self._note("payload_as_text", "payloads nested too deep for JSON writers, written as JSON text")
+        self.note("payload_as_text", "payloads nested too deep for JSON writers, written as JSON text")
         return value
 
-    def _note(self, code: str, problem: str) -> None:
+    def note(self, code: str, problem: str) -> None:
+        """Add a warning about this rollout raised while encoding it (reported after its assembly ones)."""
         message = f"rollout {self.slot.identity.rollout_id}: {problem}"
         self.notes.append(Diagnostic("warning", code, message, path=self.slot.path, line=self.slot.line or None))
 

@@ -225,9 +225,11 @@ class DatasetWriter:
         """What turns a built slot into rows for :meth:`add_rows` (with this writer's roles)."""
         return RowEncoder(self.roles)
 
-    def add(self, record: TrajectoryRecord, extras: Extras) -> None:
-        """Append one trajectory."""
-        self.add_rows(Encoded.of(record_rows(self.count, record, extras, self.roles)))
+    def add(self, record: TrajectoryRecord, extras: Extras) -> list[str]:
+        """Append one trajectory; returns the problems of values written as null (``Encoded.problems``)."""
+        encoded = Encoded.of(record_rows(self.count, record, extras, self.roles))
+        self.add_rows(encoded)
+        return encoded.problems()
 
     def add_rows(self, encoded: Encoded) -> None:
         """Append the rows of the next trajectory (made for position :attr:`count`, here or in a worker)."""

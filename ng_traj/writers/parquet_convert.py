@@ -85,7 +85,8 @@ def jsonl_to_dataset(
             if record is None:
                 counts.skipped += 1
                 continue
-            dataset.add(record, _row_extras(row) if is_row else Extras())
+            for problem in dataset.add(record, _row_extras(row) if is_row else Extras()):
+                sink.add(Diagnostic("warning", "value_out_of_range", problem, path=name, line=line.line))
             counts.written += 1
     return counts
 

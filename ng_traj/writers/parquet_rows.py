@@ -92,17 +92,36 @@ def weight(rows: list[tuple[Any, ...]]) -> int:
     return sum(_ROW_OVERHEAD + sum(len(value) for value in row if type(value) in (str, bytes)) for row in rows)
 
 
+INT64 = range(-(2**63), 2**63)
+"""What a Parquet ``int64`` column holds; the contract's integers (token counts, statuses) are unbounded."""
+
+
 @dataclass(frozen=True, slots=True)
 class Encoded:
-    """One trajectory's rows per table and their :func:`weight` per table (computed where the rows are made)."""
+    """One trajectory's rows per table, their :func:`weight` per table (computed where the rows are
+    made), and ``nulled``: ``(table, row number, value)`` of each integer too large for ``int64``,
+    written as null instead."""
 
     rows: Rows
     weights: dict[str, int]
+    nulled: tuple[tuple[str, int, int], ...] = ()
 
     @classmethod
     def of(cls, rows: Rows) -> Encoded:
-        """Rows with their weights."""
-        return cls(rows, {name: weight(table) for name, table in rows.items() if table})
+        """Rows with their weights, integers outside :data:`INT64` replaced by null."""
+        nulled = []
+        for name, table in rows.items():
+            for n, row in enumerate(table):
+                if any(type(value) is int and value not in INT64 for value in row):
+                    nulled.extend((name, n, value) for value in row if type(value) is int and value not in INT64)
+                    table[n] = tuple(None if type(v) is int and v not in INT64 else v for v in row)
+        return cls(rows, {name: weight(table) for name, table in rows.items() if table}, tuple(nulled))
+
+    def problems(self) -> list[str]:
+        """One message per nulled integer."""
+        return [
+            f"{name} row {n}: {value} exceeds Parquet's int64 range; written as null" for name, n, value in self.nulled
+        ]
 
 
 def record_rows(index: int, record: TrajectoryRecord, extras: Extras, roles: Mapping[str, str]) -> Rows:
@@ -255,7 +274,10 @@ class RowEncoder:
     def __call__(self, index: int, built: Any) -> Encoded:
         """Rows of ``built`` (an ``assemble.build.Built``) at dataset position ``index`` (values too
         deep for JSON degrade as ``Built.encoded`` says)."""
-        return Encoded.of(built.encoded(lambda record: record_rows(index, record, built.extras, self.roles)))
+        encoded = Encoded.of(built.encoded(lambda record: record_rows(index, record, built.extras, self.roles)))
+        for problem in encoded.problems():
+            built.note("value_out_of_range", problem)
+        return encoded
 
 
 # -- rows back to the record's JSON value ---------------------------------------------------------
