@@ -482,3 +482,22 @@ def test_messages_print_names_and_line_numbers_as_they_are(tmp_path):
     assert f"{rollouts}:100: error[invalid_json]" in result.stderr  # not an emoji for :100:
     result = run_cli("validate", tmp_path / "nope[/]")
     assert result.exit_code == 2 and "nope[/]: no such file" in result.stderr
+
+
+def test_runs_sharing_a_file_name_are_labelled_by_their_shortest_distinct_tail(tmp_path, monkeypatch):
+    run_a, run_b, store = _two_runs(tmp_path)
+    (store / "odd-name.jsonl").unlink()
+    for run, folder in [(run_a, "zz/nested"), (run_b, "aa/nested")]:
+        (tmp_path / folder).mkdir(parents=True)
+        run.rename(tmp_path / folder / "rollouts.jsonl")
+    outputs = []
+    monkeypatch.chdir(tmp_path)
+    typed = [("zz/nested", "aa/nested", "store"), (tmp_path / "aa/nested", "./zz/nested/../nested", str(store))]
+    for n, inputs in enumerate(typed):
+        assert run_cli("build", *inputs, "-o", tmp_path / f"out{n}.jsonl").exit_code == 0
+        outputs.append((tmp_path / f"out{n}.jsonl").read_bytes())
+    assert outputs[0] == outputs[1]  # however the paths were typed
+    details = [
+        g["detail"] for r in _records(tmp_path / "out0.jsonl") for g in r["gaps"] if g["code"].endswith("ambiguous")
+    ]
+    assert details == ["runs=aa/nested/rollouts.jsonl,zz/nested/rollouts.jsonl"]

@@ -12,6 +12,7 @@ A rollout id that exists in several runs needs the manifest to name the run (dec
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,13 +48,25 @@ class RowIndex:
     rows_by_run_id: dict[str, set[RowKey]]
     capture_ids: set[str]
     repeated: set[RowKey] = field(default_factory=set)
+    labels: dict[str, str] = field(default_factory=dict)
+    """Each run's :func:`run_label_map` label."""
+
+    def run_labels(self, runs: Iterable[str]) -> str:
+        """Runs for a gap detail: their labels, sorted and comma-joined."""
+        return ",".join(sorted(self.labels.get(run, run) for run in runs))
 
 
-def run_labels(runs: Iterable[str]) -> str:
-    """Runs for a gap detail: their file names, or their paths when two share a name (comma-joined, sorted)."""
-    ordered = sorted(runs)
-    names = [Path(run).name for run in ordered]
-    return ",".join(names if len(set(names)) == len(names) else ordered)
+def run_label_map(runs: Iterable[str]) -> dict[str, str]:
+    """Each run's label: the shortest tail of its absolute path that no other run of the build ends
+    with (its file name when that is unique). Labels name runs in gap details and order rows of
+    equal rollout ids, so that output bytes do not depend on how, or from where, paths were typed."""
+    parts = {run: Path(os.path.abspath(run)).parts for run in set(runs)}
+    labels = {}
+    for run, mine in parts.items():
+        others = [theirs for other, theirs in parts.items() if other != run]
+        size = next((k for k in range(1, len(mine)) if all(theirs[-k:] != mine[-k:] for theirs in others)), len(mine))
+        labels[run] = "/".join(mine[-size:]).removeprefix("//")
+    return labels
 
 
 def runs_named(name: str, runs: Iterable[str]) -> set[str]:
@@ -160,7 +173,7 @@ def attribute(
     if not known and rollout in rows.capture_ids:
         return Attribution(capture_id=rollout, reason=method)
     if len(runs) > 1:
-        gap = ObservationGap(code="rollout_attribution_ambiguous", detail="runs=" + run_labels(runs))
+        gap = ObservationGap(code="rollout_attribution_ambiguous", detail="runs=" + rows.run_labels(runs))
         return Attribution(gap=gap, reason=f"rollout {rollout} exists in several runs")
     return Attribution(gap=ObservationGap(code="rollout_record_unavailable", detail=f"session:{unit.key}"))
 

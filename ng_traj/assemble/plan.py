@@ -11,11 +11,19 @@ rollout and attempt numbers compared as numbers, then run file name, then line.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ng_traj.assemble.attribution import Attribution, CaptureIds, RowIndex, RowKey, attribute, run_labels, runs_named
+from ng_traj.assemble.attribution import (
+    Attribution,
+    CaptureIds,
+    RowIndex,
+    RowKey,
+    attribute,
+    run_label_map,
+    runs_named,
+)
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
@@ -60,10 +68,12 @@ class Slot:
     named: tuple[str, ...]
     native: tuple[NativeUnit, ...] = ()
 
-    def sort_key(self) -> tuple[object, ...]:
-        """Output order: rollout id (numbers as numbers), rows before orphan artifacts, run, line."""
+    def sort_key(self, labels: Mapping[str, str]) -> tuple[object, ...]:
+        """Output order: rollout id (numbers as numbers), rows before orphan artifacts, run (by its
+        ``labels`` entry, ``attribution.run_label_map``), line."""
         rank = 0 if self.path is not None else 1
-        return (natural_key(self.identity.rollout_id), rank, self.run or "", self.line)
+        run = labels.get(self.run, self.run) if self.run is not None else ""
+        return (natural_key(self.identity.rollout_id), rank, run, self.line)
 
 
 @dataclass
@@ -130,6 +140,7 @@ def plan(
     stats = PlanStats()
     rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes)]
     index = _row_index(rows, sink)
+    index.labels = run_label_map(row.file.run for row in rows)
     _check_manifest_runs(manifest, {row.file.run for row in rows}, sink)
     attached: dict[RowKey, list[CaptureFiles]] = {}
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
@@ -145,7 +156,7 @@ def plan(
     index.capture_ids = set(orphans)
     native = _attribute_units(inputs, index, list(manifest), stats, sink)
     slots = [
-        _orphan(inputs, rollout, files, runs, native.get(("capture", rollout), []), stats, sink)
+        _orphan(inputs, index, rollout, files, runs, native.get(("capture", rollout), []), stats, sink)
         for rollout, (files, runs) in orphans.items()
     ]
     for row in rows:
@@ -158,7 +169,7 @@ def plan(
     own: list[Slot] = native.get(("own",), [])  # type: ignore[assignment]
     _report_repeated_sessions(own, sink)
     slots.extend(own)
-    slots.sort(key=Slot.sort_key)
+    slots.sort(key=lambda slot: slot.sort_key(index.labels))
     return slots, stats
 
 
@@ -255,6 +266,7 @@ def _own_slot(inputs: Inputs, unit: NativeUnit, where: Attribution, stats: PlanS
 
 def _orphan(
     inputs: Inputs,
+    index: RowIndex,
     rollout: str,
     files: list[CaptureFiles],
     runs: list[str],
@@ -266,7 +278,7 @@ def _orphan(
     if runs:
         stats.ambiguous_captures.extend(names)
         repeated = len(set(runs)) == 1
-        detail = f"rows={Path(runs[0]).name}" if repeated else "runs=" + run_labels(runs)
+        detail = f"rows={index.labels[runs[0]]}" if repeated else "runs=" + index.run_labels(runs)
         gap = ObservationGap(code="rollout_attribution_ambiguous", detail=detail)
         where = f"several rows of {runs[0]}" if repeated else f"several runs ({', '.join(runs)})"
         message = f"rollout {rollout} is on {where}; capture attached to none"
