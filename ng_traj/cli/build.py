@@ -22,6 +22,7 @@ def command(
     inputs: Annotated[
         list[Path],
         typer.Argument(
+            metavar="INPUT",
             help="Rollout JSONL files, capture stores, pi / OpenClaw / Hermes session files, or folders holding them.",
             show_default=False,
         ),

@@ -25,6 +25,7 @@ def command(
     source: Annotated[
         Path,
         typer.Argument(
+            metavar="SOURCE",
             help="Trajectory JSONL (or --attach rollout rows) to convert to Parquet, or a Parquet dataset directory "
             "to convert to JSONL.",
             show_default=False,

@@ -20,6 +20,7 @@ def command(
     inputs: Annotated[
         list[Path],
         typer.Argument(
+            metavar="INPUT",
             help="ng_trajectory JSONL, rollout JSONL carrying ng_trajectory, or raw inputs (built first).",
             show_default=False,
         ),

@@ -38,7 +38,9 @@ class Tally:
 def command(
     files: Annotated[
         list[Path],
-        typer.Argument(help="ng_trajectory JSONL files, rollout JSONL files, or Parquet dataset directories."),
+        typer.Argument(
+            metavar="FILE", help="ng_trajectory JSONL files, rollout JSONL files, or Parquet dataset directories."
+        ),
     ],
     json_output: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
     max_line_bytes: Annotated[
