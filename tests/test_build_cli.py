@@ -146,7 +146,7 @@ def test_attach_writes_rows_with_trajectories_and_recomputed_capture(tmp_path):
     assert "request" not in capture["calls"][0] and capture["calls"][1]["call_index"] == 2
     joined = by_id["0-1"]["ng_agent_observations"]
     assert joined["records"][0]["model_calls"][0]["model_call_id"] == f"{11:032x}"
-    assert set(by_id["3-0"]) == {"ng_model_call_capture", "ng_trajectory"}
+    assert set(by_id["3-0"]) == {"_ng_rollout_id", "task_id", "ng_model_call_capture", "ng_trajectory"}
 
 
 def test_redact_masks_secrets_but_not_usage_fields(tmp_path):
@@ -501,3 +501,14 @@ def test_runs_sharing_a_file_name_are_labelled_by_their_shortest_distinct_tail(t
         g["detail"] for r in _records(tmp_path / "out0.jsonl") for g in r["gaps"] if g["code"].endswith("ambiguous")
     ]
     assert details == ["runs=aa/nested/rollouts.jsonl,zz/nested/rollouts.jsonl"]
+
+
+def test_attached_rows_of_rollouts_without_a_row_keep_their_identity_when_built_again(tmp_path):
+    attached, again = tmp_path / "attached.jsonl", tmp_path / "again.jsonl"
+    assert run_cli("build", RETAINED, "--attach", "-o", attached, "-q").exit_code == 0
+    orphan = next(row for row in _records(attached) if row["ng_trajectory"]["rollout_id"] == "3-0")
+    assert (orphan["_ng_rollout_id"], orphan["task_id"]) == ("3-0", "3")
+    assert run_cli("build", attached, "-o", again).exit_code == 0
+    rebuilt = {record["rollout_id"]: record for record in _records(again)}
+    assert [r["rollout_id"] for r in _records(RETAINED_EXPECTED)] == list(rebuilt)
+    assert "producer_trajectory_identity_mismatch" not in {g["code"] for g in rebuilt["3-0"]["gaps"]}

@@ -40,7 +40,7 @@ from ng_traj.redact import Redactor
 from ng_traj.roles import CallUsage, RoleTally, call_usage
 from ng_traj.sources.capture import collect_capture
 from ng_traj.sources.native import READERS
-from ng_traj.sources.rollouts import load_row
+from ng_traj.sources.rollouts import EXPLICIT_ID, load_row
 from ng_traj.writers.jsonl import SERIALISE_ERRORS, payloads_as_text, record_json, row_json
 from ng_traj.writers.parquet_rows import Extras
 
@@ -380,8 +380,13 @@ def _attached_row(
     capture: CaptureState,
     options: BuildOptions,
 ) -> tuple[dict[str, Any], dict[str, bytes]]:
-    """The row to write with ``--attach`` and its pre-serialised attachments (the bundle)."""
-    out = dict(row) if row is not None else {}
+    """The row to write with ``--attach`` and its pre-serialised attachments (the bundle).
+
+    A trajectory without a rollout row (capture or sessions only) gets a row naming its identity
+    (``_ng_rollout_id``, ``task_id``) when its rollout id is a valid one, so that building the output
+    again identifies it the same way.
+    """
+    out = dict(row) if row is not None else _identity_row(record)
     if options.redactor is not None:
         out = options.redactor.value(out)
     out.pop("ng_trajectory", None)
@@ -394,6 +399,12 @@ def _attached_row(
     elif isinstance(out.get("ng_model_call_capture"), dict):
         out["ng_model_call_capture"] = strip_capture_payloads(out["ng_model_call_capture"])
     return out, attachments
+
+
+def _identity_row(record: TrajectoryRecord) -> dict[str, Any]:
+    if not EXPLICIT_ID.match(record.rollout_id):
+        return {}
+    return {"_ng_rollout_id": record.rollout_id, "task_id": record.task_id}
 
 
 def capture_attachment(rollout_id: str, capture: CaptureState) -> dict[str, Any]:
