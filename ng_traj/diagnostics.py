@@ -57,7 +57,7 @@ BUILD_CODES: dict[str, str] = {
     "input_unsupported": "a recognised format ng-traj does not read yet; skipped",
     "task_input_rows": "rows with no response, reward or attachment: task inputs, not rollouts",
     "rollout_identity_unavailable": "a rollout row without identity keys; identified by file and line",
-    "capture_record_invalid": "a capture line that does not build a model-call record",
+    "capture_record_invalid": "a capture line that does not build a model-call record or has none of its keys",
     "capture_duplicate_conflict": "two stores hold different lines with the same model_call_id",
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
     "payload_as_text": "open values nested too deep for the JSON writers were written as JSON text",
