@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import orjson
 
 from conftest import FIXTURES, run_cli
@@ -89,3 +91,15 @@ def test_end_to_end_rows_capture_and_sessions_join_by_exact_id(tmp_path):
         codes = [g[0] for g in _gaps(record)]
         assert "model_call_reference_unmatched" not in codes and "model_call_usage_from_transcript" not in codes
     assert openclaw["tool_calls"][0]["duration_ms"] == 400.0
+
+
+def test_a_corrupt_store_is_reported_once(tmp_path):
+    shutil.copytree(OPENCLAW / "tree", tmp_path / "in")
+    (tmp_path / "in/agents/main/sessions/sessions.json").write_text('{"agent:main:main": {"sessionId": ')
+    (tmp_path / "in/agents/worker/sessions/sessions.json").write_text("[1, 2]")
+    for jobs in ("1", "2"):
+        result = run_cli("build", tmp_path / "in", "-o", tmp_path / "out.jsonl", "-j", jobs)
+        assert result.exit_code == 0, result.stderr
+        assert result.stderr.count("error[invalid_json]: session store unreadable") == 1
+        assert result.stderr.count("error[not_an_object]: session store unreadable") == 1
+        assert "2 line(s) skipped" in result.stderr and "2 error(s)" in result.stderr

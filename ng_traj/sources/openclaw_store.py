@@ -74,7 +74,11 @@ def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
 
 
 def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
-    """Read the stores of one agents root (sorted), applying the reference's identity rules."""
+    """Read the stores of one agents root (sorted), applying the reference's identity rules.
+
+    A store that is not JSON, or not an object, is reported to ``sink``; callers that read the
+    stores again (loading a unit indexed before) pass a sink of their own so that it is reported once.
+    """
     stores = Stores(root)
     dropped: set[str] = set()
     for path in sorted(paths):
@@ -83,6 +87,10 @@ def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
         except (OSError, orjson.JSONDecodeError) as exc:
             data = None
             sink.add(Diagnostic("error", "invalid_json", f"session store unreadable: {exc}", path=str(path)))
+        else:
+            if not isinstance(data, dict):
+                message = "session store unreadable: JSON, but not an object"
+                sink.add(Diagnostic("error", "not_an_object", message, path=str(path)))
         if not isinstance(data, dict):
             stores.incomplete = True
             stores.gaps.append(ObservationGap(code="agent_session_store_unreadable"))
