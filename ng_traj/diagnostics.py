@@ -41,7 +41,8 @@ VALIDATE_CODES: dict[str, str] = {
     "duplicate_turn": "two turns share (invocation_id, turn_no)",
     "turn_identity_mismatch": "a turn's task_id or rollout_id differs from the record's",
     "tool_timing_reversed": "a tool call completes before it starts",
-    "parent_cycle": "parent_invocation_id links form a cycle (error in bundles, warning in trajectories)",
+    "parent_cycle": "parent_invocation_id links form a cycle (error in bundles, warning in trajectories); in build, "
+    "a native session's parent links form one (warning; broken deterministically)",
     "unresolved_model_call_ref": "a turn or invocation ref names no model call of the record",
     "model_call_timing_reversed": "a model call completes before it starts (the contract does not forbid it)",
     "tool_call_without_function_call": "a tool call has no function_call with its id in any conversation",
