@@ -71,6 +71,8 @@ BUILD_CODES: dict[str, str] = {
     "session_repeated": "unattributed native sessions with one session id; each built, with the same rollout id",
     "session_path_refused": "a symlinked session file, or one outside its agents folder, was not read",
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
+    "pi_session_version_unknown": "a pi session header whose version is not 1, 2 or 3; a newer one is read as v3",
+    "pi_header_misplaced": "a pi session header after the first entry; ignored",
     "hermes_db_unreadable": "a Hermes state.db (its private copy) could not be opened or queried; sessions it holds are not built",
     "hermes_schema_version_unknown": "a state.db schema_version newer than 23 or not recorded; the known columns were read",
     "hermes_session_duplicate": "a session id in two state.db files; the first (in path order) is used",
