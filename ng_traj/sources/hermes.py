@@ -136,7 +136,7 @@ def _index_db(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
         sink.add(Diagnostic("error", "hermes_db_unreadable", f"{exc}; its sessions are not built", path=str(path)))
         return
     if not found.version_known:
-        version = "none recorded" if found.version is None else str(found.version)
+        version = "none recorded" if found.recorded is None else repr(found.recorded)
         message = f"schema_version {version} is not one of 1-{db.KNOWN_SCHEMA_VERSION}; known columns read"
         sink.add(Diagnostic("warning", "hermes_schema_version_unknown", message, path=str(path)))
     for session, row in found.sessions.items():
@@ -256,7 +256,7 @@ def _db_forms(path: Path, sessions: list[str], tree: Tree, totals: list[dict[str
     tree.rows.update(rows)
     if not catalogue.version_known:
         tree.gaps.append(
-            ObservationGap(code="hermes_schema_version_unsupported", detail=f"schema_version={catalogue.version}")
+            ObservationGap(code="hermes_schema_version_unsupported", detail=f"schema_version={catalogue.recorded}")
         )
     exclusive = catalogue.version is not None and catalogue.version >= 5
     totals.extend(session_totals(rows[s], exclusive=exclusive) for s in mine if s in rows)
@@ -269,11 +269,11 @@ def _db_forms(path: Path, sessions: list[str], tree: Tree, totals: list[dict[str
             tree.gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=session, detail=detail))
         messages = {}
     for session in mine:
-        tree.forms[session].insert(0, _db_form(session, path, messages.get(session, [])))
+        tree.forms[session].insert(0, _db_form(session, path, messages.get(session, []), sink))
         tree.compacted_rows[session] = sum(1 for row in messages.get(session, []) if row.get("compacted"))
 
 
-def _db_form(session: str, path: Path, rows: list[dict[str, Any]]) -> SessionForm:
+def _db_form(session: str, path: Path, rows: list[dict[str, Any]], sink: DiagnosticSink) -> SessionForm:
     form = SessionForm(session, "state.db", str(path))
     for row in rows:
         if not db.is_live(row):
@@ -281,6 +281,8 @@ def _db_form(session: str, path: Path, rows: list[dict[str, Any]]) -> SessionFor
         message, broken = db.message_dict(row)
         for column in broken:
             detail = f"{path.name}:messages.id={row.get('id')}:{column}"
+            text = f"session {session}, messages.id={row.get('id')}: {column} is not JSON; the message is kept without it"
+            sink.add(Diagnostic("warning", "hermes_column_invalid", text, path=str(path)))
             form.gaps.append(
                 ObservationGap(code="agent_artifact_record_unparseable", invocation_id=session, detail=detail)
             )
