@@ -244,5 +244,9 @@ def test_unknown_version_and_misplaced_header_are_reported(tmp_path):
     assert read_session(late, sink).version == 3
     assert [(d.line, d.code, d.message) for d in seen] == [
         (1, "pi_session_version_unknown", "session format version 99 is not one ng-traj knows (1, 2, 3); read as v3"),
-        (2, "pi_header_misplaced", "session header after the first entry; ignored (the file was read without a header)"),
+        (
+            2,
+            "pi_header_misplaced",
+            "session header after the first entry; ignored (the file was read without a header)",
+        ),
     ]

@@ -281,7 +281,9 @@ def _db_form(session: str, path: Path, rows: list[dict[str, Any]], sink: Diagnos
         message, broken = db.message_dict(row)
         for column in broken:
             detail = f"{path.name}:messages.id={row.get('id')}:{column}"
-            text = f"session {session}, messages.id={row.get('id')}: {column} is not JSON; the message is kept without it"
+            text = (
+                f"session {session}, messages.id={row.get('id')}: {column} is not JSON; the message is kept without it"
+            )
             sink.add(Diagnostic("warning", "hermes_column_invalid", text, path=str(path)))
             form.gaps.append(
                 ObservationGap(code="agent_artifact_record_unparseable", invocation_id=session, detail=detail)
