@@ -230,11 +230,12 @@ def test_capture_id_in_two_runs_is_ambiguous_unless_the_manifest_names_the_run(t
     assert [len(r["model_calls"]) for r in _records(out)] == [0, 1]
 
 
-def test_manifest_attributes_a_file_not_named_by_its_rollout_id(tmp_path):
+@pytest.mark.parametrize("bom", ["", "\ufeff"], ids=["plain", "bom"])
+def test_manifest_attributes_a_file_not_named_by_its_rollout_id(tmp_path, bom):
     run_a, _, store = _two_runs(tmp_path)
     (store / "0-0.capture.jsonl").unlink()
-    manifest = tmp_path / "manifest.csv"
-    manifest.write_text("rollout_id,path,kind\n0-0,store/odd-name.jsonl,capture\n")
+    manifest = tmp_path / "manifest.csv"  # its relative paths are resolved against its own folder
+    manifest.write_text(f"{bom}rollout_id,path,kind\n0-0,store/odd-name.jsonl,capture\n", encoding="utf-8")
     out = tmp_path / "out.jsonl"
     assert run_cli("build", run_a, "-o", out, "--manifest", manifest).exit_code == 0
     (record,) = _records(out)

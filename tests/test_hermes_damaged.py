@@ -114,7 +114,7 @@ def test_named_database_without_hermes_tables_yields_nothing(tmp_path: Path) -> 
         connection.execute("CREATE TABLE session (id TEXT)")
     result = _build(db, out=tmp_path / "out.jsonl")
     assert result.exit_code == 1  # the named input yielded nothing usable (PRODUCT.md §10.15)
-    assert "not a Hermes state.db: table sessions lacks id" in result.stderr
+    assert "not a Hermes state.db: no table sessions" in result.stderr
 
 
 def test_other_sqlite_files_are_recognised_not_read(tmp_path: Path) -> None:
@@ -124,3 +124,65 @@ def test_other_sqlite_files_are_recognised_not_read(tmp_path: Path) -> None:
     result = _build(tmp_path, out=tmp_path / "out.jsonl")
     assert "info[input_unsupported]" in result.stderr
     assert "SQLite database that is not a Hermes state.db" in result.stderr
+
+
+def test_parent_session_cycles_are_reported_and_cut_at_the_smallest_id(tmp_path: Path) -> None:
+    export = _export()
+    for row in export["sessions"]:
+        if row["id"] == ROOT:
+            row["parent_session_id"] = "20260325_090010_child1"  # root01 <-> child1
+        if row["id"] == "20260325_100000_compa1":
+            row["parent_session_id"] = row["id"]  # a session its own parent
+    home = tmp_path / "home"
+    home.mkdir()
+    build_db(export, home / "state.db")
+    result = _build(home, out=tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if "[parent_cycle]" in line]
+    assert warnings == [
+        f"{home / 'state.db'}: warning[parent_cycle]: parent_session_id links form a cycle "
+        f"({ROOT} -> 20260325_090010_child1 -> {ROOT}); the link of {ROOT} to 20260325_090010_child1 "
+        f"is ignored and {ROOT} heads the tree",
+        f"{home / 'state.db'}: warning[parent_cycle]: parent_session_id links form a cycle "
+        "(20260325_100000_compa1 -> 20260325_100000_compa1); the link of 20260325_100000_compa1 to "
+        "20260325_100000_compa1 is ignored and 20260325_100000_compa1 heads the tree",
+    ]
+    trajectories = _trajectories(tmp_path / "out.jsonl")
+    lineage = {
+        key: [(i["invocation_id"], i["parent_invocation_id"]) for i in record["invocations"]]
+        for key, record in trajectories.items()
+    }
+    assert lineage[ROOT] == [(ROOT, None), ("20260325_090010_child1", ROOT)]
+    assert lineage["20260325_100000_compa1"] == [("20260325_100000_compa1", None), ("20260325_101000_compb2", None)]
+    assert "20260325_090010_child1" not in trajectories
+    cut = [
+        (g["invocation_id"], g["detail"]) for g in trajectories[ROOT]["gaps"] if g["code"] == "cyclic_subagent_parent"
+    ]
+    assert cut == [(ROOT, "20260325_090010_child1")]
+    compa = trajectories["20260325_100000_compa1"]["gaps"]
+    assert ("20260325_100000_compa1", "20260325_100000_compa1") in [
+        (g["invocation_id"], g["detail"]) for g in compa if g["code"] == "cyclic_subagent_parent"
+    ]
+
+
+def test_text_schema_version_and_tool_calls_that_are_not_json_are_reported(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    db = build_db(_export(), home / "state.db")
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE schema_version SET version = 'abc'")
+        (message_id,) = connection.execute(
+            "SELECT MIN(id) FROM messages WHERE session_id = ? AND tool_calls IS NOT NULL", (ROOT,)
+        ).fetchone()
+        connection.execute("UPDATE messages SET tool_calls = '[{\"id\": ' WHERE id = ?", (message_id,))
+    result = _build(home, out=tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    lines = [line.split(": ", 1)[1] for line in result.stderr.splitlines() if "warning[hermes_" in line]
+    assert lines == [
+        "warning[hermes_schema_version_unknown]: schema_version 'abc' is not one of 1-23; known columns read",
+        f"warning[hermes_column_invalid]: session {ROOT}, messages.id={message_id}: tool_calls is not JSON; "
+        "the message is kept without it",
+    ]
+    gaps = [(g["code"], g["detail"]) for g in _trajectories(tmp_path / "out.jsonl")[ROOT]["gaps"]]
+    assert ("hermes_schema_version_unsupported", "schema_version=abc") in gaps
+    assert ("agent_artifact_record_unparseable", f"state.db:messages.id={message_id}:tool_calls") in gaps

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shutil
+
 import orjson
 
 from conftest import FIXTURES, run_cli
@@ -89,3 +91,36 @@ def test_end_to_end_rows_capture_and_sessions_join_by_exact_id(tmp_path):
         codes = [g[0] for g in _gaps(record)]
         assert "model_call_reference_unmatched" not in codes and "model_call_usage_from_transcript" not in codes
     assert openclaw["tool_calls"][0]["duration_ms"] == 400.0
+
+
+def test_a_corrupt_store_is_reported_once(tmp_path):
+    shutil.copytree(OPENCLAW / "tree", tmp_path / "in")
+    (tmp_path / "in/agents/main/sessions/sessions.json").write_text('{"agent:main:main": {"sessionId": ')
+    (tmp_path / "in/agents/worker/sessions/sessions.json").write_text("[1, 2]")
+    for jobs in ("1", "2"):
+        result = run_cli("build", tmp_path / "in", "-o", tmp_path / "out.jsonl", "-j", jobs)
+        assert result.exit_code == 0, result.stderr
+        assert result.stderr.count("error[invalid_json]: session store unreadable") == 1
+        assert result.stderr.count("error[not_an_object]: session store unreadable") == 1
+        assert "2 line(s) skipped" in result.stderr and "2 error(s)" in result.stderr
+
+
+def test_a_spawned_by_cycle_is_reported_and_cut_at_the_smallest_key(tmp_path):
+    shutil.copytree(OPENCLAW / "tree", tmp_path / "in")
+    store = tmp_path / "in/agents/main/sessions/sessions.json"
+    entries = orjson.loads(store.read_bytes())
+    entries["agent:main:main"]["spawnedBy"] = "agent:worker:subagent:grand"
+    store.write_bytes(orjson.dumps(entries))
+    (record,), stderr = _build(tmp_path, tmp_path / "in")
+    assert [line.split(": ", 1)[1] for line in stderr.splitlines() if "[parent_cycle]" in line] == [
+        "warning[parent_cycle]: spawnedBy/parentSessionKey links form a cycle (agent:main:main -> "
+        "agent:worker:subagent:grand -> agent:main:subagent:child -> agent:main:main); the link of "
+        "agent:main:main to agent:worker:subagent:grand is ignored and agent:main:main heads the tree"
+    ]
+    assert record["rollout_id"] == "sess-root"
+    assert [(i["invocation_id"], i["parent_invocation_id"]) for i in record["invocations"]] == [
+        ("agent:main:main", N),
+        ("agent:main:subagent:child", "agent:main:main"),
+        ("agent:worker:subagent:grand", "agent:main:subagent:child"),
+    ]
+    assert ("cyclic_subagent_parent", "agent:main:main", "agent:worker:subagent:grand") in _gaps(record)

@@ -202,3 +202,51 @@ def test_json_mode_event_log_becomes_a_linear_session(tmp_path):
     (tool,) = record["tool_calls"]
     assert (tool["started_at"], tool["completed_at"], tool["duration_ms"]) == (N, 1780300803.0, N)
     assert ("tool_timing_unavailable", "pi-json", "call_py") in _gaps(record)
+
+
+def test_parent_id_cycle_is_reported_and_the_active_path_starts_where_it_closes(tmp_path):
+    path = tmp_path / "cycle.jsonl"
+    lines = [
+        {"type": "session", "version": 3, "id": "cyc", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        *(
+            {
+                "type": "message",
+                "id": entry,
+                "parentId": parent,
+                "timestamp": f"2026-01-01T00:00:0{n}Z",
+                "message": {"role": "user", "content": entry},
+            }
+            for n, (entry, parent) in enumerate([("a", "c"), ("b", "a"), ("c", "b")], start=1)
+        ),
+    ]
+    path.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", path, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert [line.split(": ", 1)[1] for line in result.stderr.splitlines() if "[parent_cycle]" in line] == [
+        "warning[parent_cycle]: entry parentId links form a cycle (a -> c -> b -> a); "
+        "the active path starts at a, whose parentId c is ignored"
+    ]
+    (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [i[2] for i in _items(record["invocations"][0])] == ["a", "b", "c"]
+
+
+def test_unknown_version_and_misplaced_header_are_reported(tmp_path):
+    entry = {"type": "message", "id": "a", "parentId": None, "timestamp": "2026-01-01T00:00:01Z"}
+    entry["message"] = {"role": "user", "content": "hi"}
+    header = {"type": "session", "version": 99, "id": "s", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"}
+    newer, late = tmp_path / "newer.jsonl", tmp_path / "late.jsonl"
+    newer.write_bytes(orjson.dumps(header) + b"\n" + orjson.dumps(entry) + b"\n")
+    late.write_bytes(orjson.dumps(entry) + b"\n" + orjson.dumps({**header, "version": 3}) + b"\n")
+    seen = []
+    sink = DiagnosticSink(seen.append)
+    assert read_session(newer, sink).version == 3
+    assert read_session(late, sink).version == 3
+    assert [(d.line, d.code, d.message) for d in seen] == [
+        (1, "pi_session_version_unknown", "session format version 99 is not one ng-traj knows (1, 2, 3); read as v3"),
+        (
+            2,
+            "pi_header_misplaced",
+            "session header after the first entry; ignored (the file was read without a header)",
+        ),
+    ]

@@ -163,3 +163,19 @@ def test_several_stores_union_order_and_collapse_identical_duplicates(tmp_path):
         ("9", "a", 1),
     ]
     assert found == []
+
+
+def test_lines_without_any_capture_key_are_invalid_records(tmp_path):
+    path = tmp_path / "9-0.capture.jsonl"
+    trajectory = {"schema_version": "1.0", "task_id": "0", "rollout_id": "0-0", "invocations": []}
+    lines = [{"foo": 1}, trajectory, _exchange(1), {"response": None}]
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    found = []
+    evidence = collect_capture([CaptureFiles(str(tmp_path), "9-0", str(path))], DiagnosticSink(found.append))
+    assert [(call.record.call_index, call.record.response_id) for call in evidence.calls] == [(2, "r1"), (3, None)]
+    assert evidence.invalid == 2
+    assert [(d.path, d.line, d.code) for d in found] == [
+        (str(path), 1, "capture_record_invalid"),
+        (str(path), 2, "capture_record_invalid"),
+    ]
+    assert "none of the capture keys" in found[0].message

@@ -8,7 +8,9 @@ file name.
 
 Reading is the reference's *tolerant* reader: blank lines skipped; every other line, valid or not,
 takes the next ``call_index`` (so valid records may have holes); lines that are not JSON objects, or
-that fail to build a ``ModelCallRecord``, are counted as unreadable. Several stores may hold the same
+that fail to build a ``ModelCallRecord``, are counted as unreadable. Unlike the reference, so is an
+object with none of a capture line's keys (``{"foo": 1}``, a trajectory in a misnamed file), which
+the reference would turn into an all-null call. Several stores may hold the same
 rollout (policy and judge servers): their calls are unioned, ordered by (``completed_at``, store path,
 line), and de-duplicated by ``model_call_id`` (PRODUCT.md §10.8).
 """
@@ -26,7 +28,7 @@ from pydantic import ValidationError
 from ng_traj.contract.capture import ModelCallRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, iter_json_lines, not_an_object
-from ng_traj.sources.capture_record import derive_record
+from ng_traj.sources.capture_record import derive_record, is_capture_line
 
 VALID_ID = re.compile(r"[A-Za-z0-9._-]+")
 RAW_KEYS = {"latency_total_ms": "latency_ms"}
@@ -111,20 +113,12 @@ def read_capture_file(
             if line.problem is not None:
                 sink.add(line.problem)
             try:
-                record = derive_record(line.value, call_index=index)
-            except ValidationError as exc:
+                record = _record(line.value, index)
+            except ValueError as exc:
                 invalid += 1
-                fields = ", ".join(
-                    sorted({RAW_KEYS.get(str(e["loc"][0]), str(e["loc"][0])) for e in exc.errors() if e["loc"]})
-                )
                 sink.add(
                     Diagnostic(
-                        "error",
-                        "capture_record_invalid",
-                        f"not a valid model-call record (bad {fields or 'shape'})",
-                        path=path,
-                        line=line.line,
-                        offset=line.offset,
+                        "error", "capture_record_invalid", str(exc), path=path, line=line.line, offset=line.offset
                     )
                 )
                 continue
@@ -133,6 +127,22 @@ def read_capture_file(
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=path))
         raise
     return calls, invalid
+
+
+def _record(exchange: dict[str, Any], index: int) -> ModelCallRecord:
+    """The record of one capture line.
+
+    Raises:
+        ValueError: The line has none of a capture line's keys, or a field the record rejects; the
+            message says which.
+    """
+    if not is_capture_line(exchange):
+        raise ValueError("not a model-call record: none of the capture keys (model_call_id, request, response, ...)")
+    try:
+        return derive_record(exchange, call_index=index)
+    except ValidationError as exc:
+        fields = ", ".join(sorted({RAW_KEYS.get(str(e["loc"][0]), str(e["loc"][0])) for e in exc.errors() if e["loc"]}))
+        raise ValueError(f"not a valid model-call record (bad {fields or 'shape'})") from None
 
 
 def collect_capture(

@@ -188,6 +188,36 @@ def _finish_reason(response: Mapping[str, Any]) -> str | None:
     return None
 
 
+CAPTURE_LINE_KEYS = frozenset(
+    {
+        "model_call_id",
+        "dialect",
+        "model_ref",
+        "started_at",
+        "completed_at",
+        "latency_ms",
+        "latency_ttft_ms",
+        "status_code",
+        "error_category",
+        "request",
+        "response",
+        "request_raw",
+        "response_raw",
+    }
+)
+"""Keys of a raw capture line (gym-reference §2.3, every version since 2026-07-15)."""
+
+
+def is_capture_line(exchange: Mapping[str, Any]) -> bool:
+    """Whether ``exchange`` has at least one raw capture key.
+
+    ng-traj's deviation from the reference, which builds an all-null record from any object: a line
+    with none of the keys (``{"foo": 1}``, a trajectory or rollout row in a file named
+    ``*.capture.jsonl``) is no model call and counts as unreadable.
+    """
+    return not CAPTURE_LINE_KEYS.isdisjoint(exchange)
+
+
 def derived_response(exchange: Mapping[str, Any]) -> dict[str, Any]:
     """The response object the record's fields are derived from.
 

@@ -10,7 +10,8 @@ rebuilds the same observations from what Hermes itself writes (producer-formats 
 
 A *unit* is a session tree: the sessions linked by ``parent_session_id`` in ``state.db`` (sub-agents
 and compression continuations), each with every form the inputs hold of it; a ShareGPT line is a
-unit of its own. Hermes keeps no provider response ids, so units attribute to rollouts through the
+unit of its own. Links that form a cycle are cut at the cycle's smallest session id, which heads the
+tree (reported as ``parent_cycle``; gap ``cyclic_subagent_parent``). Hermes keeps no provider response ids, so units attribute to rollouts through the
 manifest or a folder named by the rollout id (PRODUCT.md §3), and native calls join captured calls
 only through their tool-call id sets (decision 12). Request dumps (``request_dump_*.json``: one
 failed API request) are recognised and not read.
@@ -42,6 +43,7 @@ from ng_traj.sources.hermes_files import (
 )
 from ng_traj.sources.hermes_sessions import SOURCE, Tree, build_tree
 from ng_traj.sources.hermes_sharegpt import is_sharegpt, sharegpt_messages
+from ng_traj.sources.lineage import cycle_text, parent_cycles
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.sniff import Claim, Sniffed
 
@@ -105,6 +107,7 @@ class _Catalogue:
 
     files: dict[str, set[str]] = field(default_factory=dict)
     parents: dict[str, str] = field(default_factory=dict)
+    cut: dict[str, str] = field(default_factory=dict)
     databases: dict[str, str] = field(default_factory=dict)
     units: list[NativeUnit] = field(default_factory=list)
 
@@ -133,7 +136,7 @@ def _index_db(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
         sink.add(Diagnostic("error", "hermes_db_unreadable", f"{exc}; its sessions are not built", path=str(path)))
         return
     if not found.version_known:
-        version = "none recorded" if found.version is None else str(found.version)
+        version = "none recorded" if found.recorded is None else repr(found.recorded)
         message = f"schema_version {version} is not one of 1-{db.KNOWN_SCHEMA_VERSION}; known columns read"
         sink.add(Diagnostic("warning", "hermes_schema_version_unknown", message, path=str(path)))
     for session, row in found.sessions.items():
@@ -189,6 +192,19 @@ def _first_line(path: Path) -> Any:
     return None
 
 
+def _break_cycles(catalogue: _Catalogue, sink: DiagnosticSink) -> None:
+    """Cut every ``parent_session_id`` cycle at its smallest session id (reported; the tree's root)."""
+    present = {s: p for s, p in catalogue.parents.items() if s in catalogue.files}
+    for cycle in parent_cycles(present):
+        head = cycle[0]
+        catalogue.cut[head] = catalogue.parents.pop(head)
+        message = (
+            f"parent_session_id links form a cycle ({cycle_text(cycle)}); the link of {head} to "
+            f"{catalogue.cut[head]} is ignored and {head} heads the tree"
+        )
+        sink.add(Diagnostic("warning", "parent_cycle", message, path=catalogue.databases.get(head)))
+
+
 def _root(session: str, parents: dict[str, str], present: dict[str, set[str]]) -> str:
     seen = {session}
     while (parent := parents.get(session)) is not None and parent in present and parent not in seen:
@@ -215,6 +231,7 @@ def index(files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
             catalogue.add(path.name.split(".jsonl", 1)[0], str(path))
     for path in stores:
         _index_store(path, catalogue, sink)
+    _break_cycles(catalogue, sink)
     trees: dict[str, list[str]] = {}
     for session in sorted(catalogue.files):
         trees.setdefault(_root(session, catalogue.parents, catalogue.files), []).append(session)
@@ -222,6 +239,7 @@ def index(files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
         paths = {path for session in sessions for path in catalogue.files[session]}
         paths |= {str(side) for path in paths if Path(path) in groups["db"] for side in db.sidecars(Path(path))}
         hints = tuple(("session", session) for session in sessions)
+        hints += tuple(("cut", session) for session in sessions if session in catalogue.cut)
         unit_paths = tuple(sorted(paths))
         catalogue.units.append(NativeUnit(NAME, root, unit_paths, folders=folders_of(unit_paths), hints=hints))
     return sorted(catalogue.units, key=lambda unit: unit.key)
@@ -238,7 +256,7 @@ def _db_forms(path: Path, sessions: list[str], tree: Tree, totals: list[dict[str
     tree.rows.update(rows)
     if not catalogue.version_known:
         tree.gaps.append(
-            ObservationGap(code="hermes_schema_version_unsupported", detail=f"schema_version={catalogue.version}")
+            ObservationGap(code="hermes_schema_version_unsupported", detail=f"schema_version={catalogue.recorded}")
         )
     exclusive = catalogue.version is not None and catalogue.version >= 5
     totals.extend(session_totals(rows[s], exclusive=exclusive) for s in mine if s in rows)
@@ -251,11 +269,11 @@ def _db_forms(path: Path, sessions: list[str], tree: Tree, totals: list[dict[str
             tree.gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=session, detail=detail))
         messages = {}
     for session in mine:
-        tree.forms[session].insert(0, _db_form(session, path, messages.get(session, [])))
+        tree.forms[session].insert(0, _db_form(session, path, messages.get(session, []), sink))
         tree.compacted_rows[session] = sum(1 for row in messages.get(session, []) if row.get("compacted"))
 
 
-def _db_form(session: str, path: Path, rows: list[dict[str, Any]]) -> SessionForm:
+def _db_form(session: str, path: Path, rows: list[dict[str, Any]], sink: DiagnosticSink) -> SessionForm:
     form = SessionForm(session, "state.db", str(path))
     for row in rows:
         if not db.is_live(row):
@@ -263,6 +281,10 @@ def _db_form(session: str, path: Path, rows: list[dict[str, Any]]) -> SessionFor
         message, broken = db.message_dict(row)
         for column in broken:
             detail = f"{path.name}:messages.id={row.get('id')}:{column}"
+            text = (
+                f"session {session}, messages.id={row.get('id')}: {column} is not JSON; the message is kept without it"
+            )
+            sink.add(Diagnostic("warning", "hermes_column_invalid", text, path=str(path)))
             form.gaps.append(
                 ObservationGap(code="agent_artifact_record_unparseable", invocation_id=session, detail=detail)
             )
@@ -336,6 +358,12 @@ def load(unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
         if _sidecar_of(Path(name)) is None and _sqlite_kind(Path(name)) == "hermes":
             _db_forms(Path(name), sessions, tree, totals, sink)
     _file_forms(unit, tree, totals, sink)
+    for session in (value for key, value in unit.hints if key == "cut"):
+        row = tree.rows.get(session)
+        if row is not None and row.get("parent_session_id"):
+            parent = row["parent_session_id"]
+            tree.rows[session] = {**row, "parent_session_id": None}
+            tree.gaps.append(ObservationGap(code="cyclic_subagent_parent", invocation_id=session, detail=parent))
     observations = build_tree(tree, sink)
     observations.session_totals = _sum(totals)
     return observations

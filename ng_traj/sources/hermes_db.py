@@ -88,6 +88,8 @@ class Catalogue:
     session_columns: tuple[str, ...]
     message_columns: tuple[str, ...]
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    recorded: Any = None
+    """``MAX(version)`` as stored (``None`` when no version is recorded; may be text in a damaged file)."""
 
     @property
     def version_known(self) -> bool:
@@ -139,18 +141,21 @@ def _connect(copy: Path) -> sqlite3.Connection:
 
 def _columns(connection: sqlite3.Connection, table: str, wanted: Iterable[str]) -> tuple[str, ...]:
     present = {row["name"] for row in connection.execute(f"PRAGMA table_info({table})")}
+    if not present:
+        raise HermesDbError(f"not a Hermes state.db: no table {table}")
     missing = [name for name in _REQUIRED[table] if name not in present]
     if missing:
         raise HermesDbError(f"not a Hermes state.db: table {table} lacks {', '.join(missing) or 'columns'}")
     return tuple(name for name in wanted if name in present)
 
 
-def _version(connection: sqlite3.Connection) -> int | None:
+def _version(connection: sqlite3.Connection) -> Any:
+    """``MAX(version)`` of ``schema_version`` as stored, or ``None`` when there is no such table or row."""
     try:
         row = connection.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
     except sqlite3.Error:
         return None
-    return row["v"] if row is not None and isinstance(row["v"], int) else None
+    return row["v"] if row is not None else None
 
 
 def _select(columns: tuple[str, ...]) -> str:
@@ -177,10 +182,12 @@ def read_catalogue(path: Path) -> Catalogue:
 def _read_catalogue(copy: Path) -> Catalogue:
     try:
         with closing(_connect(copy)) as connection:
+            recorded = _version(connection)
             catalogue = Catalogue(
-                _version(connection),
+                recorded if type(recorded) is int else None,
                 _columns(connection, "sessions", SESSION_COLUMNS),
                 _columns(connection, "messages", MESSAGE_COLUMNS),
+                recorded=recorded,
             )
             lineage = tuple(name for name in LINEAGE_COLUMNS if name in catalogue.session_columns)
             for row in connection.execute(f"SELECT {_select(lineage)} FROM sessions ORDER BY id"):

@@ -56,7 +56,7 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
     entries: list[ManifestEntry] = []
     if path.suffix.lower() == ".csv":
         try:
-            with open(path, newline="", encoding="utf-8") as handle:
+            with open(path, newline="", encoding="utf-8-sig") as handle:  # a BOM is what spreadsheets write
                 rows = [(number, row) for number, row in enumerate(csv.DictReader(handle), start=2)]
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise RunError(f"manifest {path} cannot be read: {exc}") from exc

@@ -200,7 +200,8 @@ class OpenClawReader:
         if "root" not in hints:
             return _bundle([_single(Path(hints["transcript"]), sink, detail="root_session_not_found")], [])
         root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
-        nodes, gaps = discover_tree(read_stores(store_paths, agents, sink), hints["root"], root_transcript)
+        stores = read_stores(store_paths, agents, DiagnosticSink())  # reported when indexed
+        nodes, gaps = discover_tree(stores, hints["root"], root_transcript)
         observed = [
             _tree_session(node.key, node.parent, node.transcript, sink, child=position > 0)
             for position, node in enumerate(nodes)

@@ -6,7 +6,8 @@ session key (``agent:main:main``, ``agent:main:subagent:<uuid>``) -> entry with 
 parent's *key*), ``status``, times in ms. Lineage follows NeMo Gym's discovery: stores of one agents
 root are read together (cross-agent spawns); an unreadable store, a non-object entry and a key seen in
 two stores are gaps (the key is dropped); a child whose ``spawnedBy`` and ``parentSessionKey``
-disagree is excluded with ``subagent_parent_ambiguous``; order is root, then layer by layer with
+disagree is excluded with ``subagent_parent_ambiguous``; parent links that form a cycle (ng-traj) are
+cut at the cycle's smallest key, reported (``parent_cycle``) and given ``cyclic_subagent_parent``; order is root, then layer by layer with
 children sorted by key. A transcript is found by the basename of ``sessionFile`` inside the store's
 own folder, then ``<sessionId>.jsonl``, then (ng-traj) the newest ``<sessionId>.jsonl.reset.*`` /
 ``.deleted.*`` archive; it must be a regular file, not a symlink, inside the agents root. A missing
@@ -15,7 +16,7 @@ transcript gives ``agent_transcript_unavailable`` (invocation = key, detail = se
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import orjson
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.sources.lineage import cycle_text, parent_cycles
 
 ARCHIVE_MARKERS = (".jsonl.reset.", ".jsonl.deleted.")
 
@@ -46,6 +48,8 @@ class StoreEntry:
     conflict: bool
     store: Path
     session_file: str | None
+    cut_parent: str | None = None
+    """The parent key dropped to break a cycle of parent links (the entry then heads its tree)."""
 
     @property
     def folder(self) -> Path:
@@ -74,7 +78,11 @@ def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
 
 
 def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
-    """Read the stores of one agents root (sorted), applying the reference's identity rules."""
+    """Read the stores of one agents root (sorted), applying the reference's identity rules.
+
+    A store that is not JSON, or not an object, is reported to ``sink``; callers that read the
+    stores again (loading a unit indexed before) pass a sink of their own so that it is reported once.
+    """
     stores = Stores(root)
     dropped: set[str] = set()
     for path in sorted(paths):
@@ -83,6 +91,10 @@ def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
         except (OSError, orjson.JSONDecodeError) as exc:
             data = None
             sink.add(Diagnostic("error", "invalid_json", f"session store unreadable: {exc}", path=str(path)))
+        else:
+            if not isinstance(data, dict):
+                message = "session store unreadable: JSON, but not an object"
+                sink.add(Diagnostic("error", "not_an_object", message, path=str(path)))
         if not isinstance(data, dict):
             stores.incomplete = True
             stores.gaps.append(ObservationGap(code="agent_session_store_unreadable"))
@@ -98,7 +110,20 @@ def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
                 dropped.add(key)
             else:
                 stores.entries[key] = _entry(key, value, path)
+    _break_cycles(stores, sink)
     return stores
+
+
+def _break_cycles(stores: Stores, sink: DiagnosticSink) -> None:
+    """Cut every cycle of parent keys at its lexically smallest key, which then heads its tree."""
+    for cycle in parent_cycles({key: entry.parent for key, entry in stores.entries.items()}):
+        head = stores.entries[cycle[0]]
+        stores.entries[head.key] = replace(head, parent=None, cut_parent=head.parent)
+        message = (
+            f"spawnedBy/parentSessionKey links form a cycle ({cycle_text(cycle)}); the link of {head.key} to "
+            f"{head.parent} is ignored and {head.key} heads the tree"
+        )
+        sink.add(Diagnostic("warning", "parent_cycle", message, path=str(head.store)))
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +192,9 @@ def discover_tree(
         if not layer:
             break
         ordered.extend(layer)
+    if stores.entries[root_key].cut_parent is not None:
+        detail = stores.entries[root_key].cut_parent
+        gaps.append(ObservationGap(code="cyclic_subagent_parent", invocation_id=root_key, detail=detail))
     stored_parent = stores.entries[root_key].parent
     if stored_parent is not None and stored_parent not in stores.entries:
         parents[root_key] = stored_parent

@@ -17,7 +17,9 @@ Migration mirrors pi's, in memory only (the file is never rewritten) and determi
 previous entry as parent; ``firstKeptEntryIndex`` becomes the id of the entry on that line of the
 file when it exists; ``hookMessage`` becomes ``custom``. Duplicate header lines (pi < 0.55.2) are
 tolerated. The active conversation is the path from the *leaf* (pi's rule: the last entry in file
-order) to its root; entries off that path are abandoned branches (or other roots).
+order) to its root; entries off that path are abandoned branches (or other roots). ``parentId`` links
+that form a cycle are reported (``parent_cycle``); the walk from the leaf stops where it would come
+back to an entry it has passed.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from typing import Any
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import iter_json_lines
+from ng_traj.sources.lineage import cycle_text, parent_cycles
 
 MILLISECOND_THRESHOLD = 1e11
 """Numbers at or above this are Unix milliseconds, below it seconds (gym-reference §7.4.5)."""
@@ -142,9 +145,16 @@ class Session:
         return [entry.id for entry in self.entries if children.get(entry.id, 0) > 1]
 
 
-def _header_version(header: dict[str, Any]) -> int:
+def _header_version(header: dict[str, Any], path: str, line: int, sink: DiagnosticSink) -> int:
+    """The header's format version; one pi does not know yet is read as the newest (3), reported."""
     version = header.get("version")
-    return version if isinstance(version, int) and version in (2, 3) else 1
+    if version is None or (type(version) is int and version in (1, 2, 3)):
+        return version or 1
+    newer = type(version) is int and version > 3
+    read_as = 3 if newer else 1
+    message = f"session format version {version!r} is not one ng-traj knows (1, 2, 3); read as v{read_as}"
+    sink.add(Diagnostic("warning", "pi_session_version_unknown", message, path=path, line=line))
+    return read_as
 
 
 def _entry(raw: dict[str, Any], line: int, version: int, previous: str | None) -> Entry:
@@ -178,12 +188,15 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
                 return session
             if value.get("type") == "session":
                 session.header = value
-                session.version = _header_version(value)
+                session.version = _header_version(value, session.path, line, sink)
                 if isinstance(value.get("id"), str) and value["id"]:
                     session.session_id = value["id"]
                 continue
             session.version = 3 if "parentId" in value else 1  # no readable header: ids say v2+, else v1
         if value.get("type") == "session":
+            if session.header is None:
+                message = "session header after the first entry; ignored (the file was read without a header)"
+                sink.add(Diagnostic("warning", "pi_header_misplaced", message, path=session.path, line=line))
             continue
         entry = _entry(value, line, session.version, previous)
         session.entries.append(entry)
@@ -193,7 +206,32 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     if any(entry.type in EVENT_TYPES for entry in session.entries):
         session.entries = _entries_from_events(session.entries)
         session.event_log = True
+    _report_cycles(session, sink)
     return session
+
+
+def _report_cycles(session: Session, sink: DiagnosticSink) -> None:
+    """Report every cycle of entry ``parentId`` links (pi itself would loop on one).
+
+    The active path breaks a cycle it meets where the walk from the leaf comes back to an entry it
+    has passed: the last entry reached starts the path and its ``parentId`` is ignored. A cycle off
+    the active path stays out of the conversation like any abandoned branch.
+    """
+    index = session.by_id()
+    cycles = parent_cycles({entry_id: entry.parent_id for entry_id, entry in index.items()})
+    if not cycles:
+        return
+    path, _ = session.active_path()
+    start = path[0] if path and path[0].parent_id in index else None
+    for cycle in cycles:
+        message = f"entry parentId links form a cycle ({cycle_text(cycle)})"
+        if start is not None and start.id in cycle:
+            where = start
+            message += f"; the active path starts at {start.id}, whose parentId {start.parent_id} is ignored"
+        else:
+            where = index[cycle[0]]
+            message += "; off the active path, kept out of the conversation"
+        sink.add(Diagnostic("warning", "parent_cycle", message, path=session.path, line=where.line))
 
 
 EVENT_TYPES = frozenset(
