@@ -88,3 +88,22 @@ def test_an_interrupt_whose_exception_was_swallowed_still_stops_the_commit(tmp_p
     with pytest.raises(KeyboardInterrupt), atomic.atomic_directory(tmp_path / "ds.parquet"):
         pass
     assert not (tmp_path / "ds.parquet").exists()
+
+
+def test_an_interrupt_a_library_wrapped_in_another_exception_exits_130_without_a_traceback(monkeypatch, capsys):
+    import typer
+
+    from ng_traj.cli.common import guarded
+    from ng_traj.io import atomic
+
+    def body() -> int:
+        raise RuntimeError("SchemaError: KeyboardInterrupt")  # as pydantic wraps it while building a model
+
+    monkeypatch.setattr(atomic, "_interrupts", [])
+    with pytest.raises(typer.Exit) as unexpected:
+        guarded(False, body)
+    assert unexpected.value.exit_code == 2 and "internal error" in capsys.readouterr().err
+    monkeypatch.setattr(atomic, "_interrupts", [2])
+    with pytest.raises(typer.Exit) as interrupted:
+        guarded(False, body)
+    assert interrupted.value.exit_code == 130 and capsys.readouterr().err == "interrupted\n"

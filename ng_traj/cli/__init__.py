@@ -12,7 +12,8 @@ import typer
 
 from ng_traj import __version__
 from ng_traj.cli import build, convert, matrix, schema, validate
-from ng_traj.io.atomic import interrupt
+from ng_traj.cli.common import EXIT_INTERRUPTED, stderr_console
+from ng_traj.io.atomic import interrupt, was_interrupted
 
 app = typer.Typer(
     name="ng-traj",
@@ -51,4 +52,12 @@ def main() -> None:
     """Console-script entry point. SIGINT and SIGTERM interrupt the command: outputs are cleaned up."""
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
-    app()
+    try:
+        app()
+    except Exception:
+        # A library may wrap the KeyboardInterrupt the handler raised (pydantic while a command
+        # imports its models): the recorded signal says what happened.
+        if not was_interrupted():
+            raise
+        stderr_console().print("[yellow]interrupted[/]")
+        raise SystemExit(EXIT_INTERRUPTED) from None

@@ -20,6 +20,7 @@ from rich.markup import escape
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
 from ng_traj.diagnostics import Diagnostic, RunError
+from ng_traj.io.atomic import was_interrupted
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
@@ -52,11 +53,15 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
     except BrokenPipeError:
         code = EXIT_OK
     except Exception as exc:
-        if debug:
-            traceback.print_exc()
-        problem = escape(f"{type(exc).__name__}: {exc}")
-        console.print(f"[bold red]internal error:[/] {problem} (run with --debug for a traceback)")
-        code = EXIT_USAGE
+        if was_interrupted():  # the interrupt surfaced wrapped in another exception
+            console.print("[yellow]interrupted[/]")
+            code = EXIT_INTERRUPTED
+        else:
+            if debug:
+                traceback.print_exc()
+            problem = escape(f"{type(exc).__name__}: {exc}")
+            console.print(f"[bold red]internal error:[/] {problem} (run with --debug for a traceback)")
+            code = EXIT_USAGE
     raise typer.Exit(code)
 
 

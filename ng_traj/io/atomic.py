@@ -79,6 +79,11 @@ def interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
 
 
+def was_interrupted() -> bool:
+    """True once SIGINT or SIGTERM arrived (see :func:`interrupt`)."""
+    return bool(_interrupts)
+
+
 def check_interrupted() -> None:
     """Raise ``KeyboardInterrupt`` if an interrupt was recorded (see :func:`interrupt`)."""
     if _interrupts:
