@@ -305,6 +305,7 @@ def validate_file(
     """
     result = FileResult()
     name = str(path)
+    count = -1
     try:
         for count, line in enumerate(iter_json_lines(path, max_line_bytes=max_line_bytes)):
             if on_progress is not None and count % 1024 == 0:
@@ -313,6 +314,9 @@ def validate_file(
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=name))
         result.skipped += 1
+        return result
+    if count < 0:
+        sink.add(Diagnostic("warning", "empty_input", "the file holds no records", path=name))
     return result
 
 
