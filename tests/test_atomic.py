@@ -107,3 +107,12 @@ def test_an_interrupt_a_library_wrapped_in_another_exception_exits_130_without_a
     with pytest.raises(typer.Exit) as interrupted:
         guarded(False, body)
     assert interrupted.value.exit_code == 130 and capsys.readouterr().err == "interrupted\n"
+
+
+@pytest.mark.skipif(not Path("/proc/self").is_dir(), reason="needs Linux /proc, where no file can be created")
+@pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])
+def test_an_output_folder_nothing_can_be_created_in_is_refused_before_reading(name):
+    result = run_cli("build", RETAINED / "input", "-o", f"/proc/{name}")
+    assert result.exit_code == 2
+    assert "error[" not in result.stderr  # no input was read: its corrupt lines went unreported
+    assert f"cannot write output /proc/{name}" in result.stderr

@@ -25,15 +25,25 @@ WRITE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG})
 """Errors only writing can meet (a full disk, a quota, the file size limit): reported as the run's error."""
 
 
-def output_folder(target: Path) -> Path:
+def output_folder(target: Path, *, probe: bool = True) -> Path:
     """The folder output ``target`` (a file or a dataset directory) is written in.
 
+    With ``probe``, a temporary sibling is created and removed, so that a folder nothing can be
+    created in (read-only, ``/proc``) fails before any input is read, not after the build.
+
     Raises:
-        RunError: The folder does not exist.
+        RunError: The folder does not exist, or (``probe``) no file can be created in it.
     """
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise RunError(f"output folder {parent} does not exist")
+    if probe:
+        try:
+            fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
+        except OSError as exc:
+            raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
+        os.close(fd)
+        os.unlink(name)
     return parent
 
 
@@ -42,9 +52,10 @@ def check_file_target(target: Path) -> Path:
     when writing starts).
 
     Raises:
-        RunError: The folder does not exist, or ``target`` is a directory.
+        RunError: The folder does not exist or no file can be created in it (unless ``target`` is
+            a device or FIFO, written in place), or ``target`` is a directory.
     """
-    parent = output_folder(target)
+    parent = output_folder(target, probe=not _is_special(target))
     if target.is_dir() and not target.is_symlink():
         raise RunError(f"output {target} is a directory; give a file path")
     return parent
@@ -160,7 +171,10 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         check(target)
     if target.exists() and not target.is_dir():
         raise RunError(f"output {target} exists and is not a directory")
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    try:
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+    except OSError as exc:
+        raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
     try:
         with _write_errors(str(target)):
             yield tmp
