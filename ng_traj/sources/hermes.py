@@ -11,9 +11,10 @@ rebuilds the same observations from what Hermes itself writes (producer-formats 
 A *unit* is a session tree: the sessions linked by ``parent_session_id`` in ``state.db`` (sub-agents
 and compression continuations), each with every form the inputs hold of it; a ShareGPT line is a
 unit of its own. Links that form a cycle are cut at the cycle's smallest session id, which heads the
-tree (reported as ``parent_cycle``; gap ``cyclic_subagent_parent``). Hermes keeps no provider response ids, so units attribute to rollouts through the
-manifest or a folder named by the rollout id (PRODUCT.md §3), and native calls join captured calls
-only through their tool-call id sets (decision 12). Request dumps (``request_dump_*.json``: one
+tree (reported as ``parent_cycle``; gap ``cyclic_subagent_parent``). Hermes keeps no provider
+response ids, so units attribute to rollouts through the manifest or a folder named by the rollout
+id (PRODUCT.md §3), and native calls join captured calls only through their tool-call id sets
+(decision 12). Request dumps (``request_dump_*.json``: one
 failed API request) are recognised and not read.
 """
 

@@ -7,8 +7,8 @@ parent's *key*), ``status``, times in ms. Lineage follows NeMo Gym's discovery: 
 root are read together (cross-agent spawns); an unreadable store, a non-object entry and a key seen in
 two stores are gaps (the key is dropped); a child whose ``spawnedBy`` and ``parentSessionKey``
 disagree is excluded with ``subagent_parent_ambiguous``; parent links that form a cycle (ng-traj) are
-cut at the cycle's smallest key, reported (``parent_cycle``) and given ``cyclic_subagent_parent``; order is root, then layer by layer with
-children sorted by key. A transcript is found by the basename of ``sessionFile`` inside the store's
+cut at the cycle's smallest key, reported (``parent_cycle``) and given ``cyclic_subagent_parent``;
+order is root, then layer by layer with children sorted by key. A transcript is found by the basename of ``sessionFile`` inside the store's
 own folder, then ``<sessionId>.jsonl``, then (ng-traj) the newest ``<sessionId>.jsonl.reset.*`` /
 ``.deleted.*`` archive; it must be a regular file, not a symlink, inside the agents root. A missing
 transcript gives ``agent_transcript_unavailable`` (invocation = key, detail = sessionId).
