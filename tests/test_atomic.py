@@ -116,3 +116,17 @@ def test_an_output_folder_nothing_can_be_created_in_is_refused_before_reading(na
     assert result.exit_code == 2
     assert "error[" not in result.stderr  # no input was read: its corrupt lines went unreported
     assert f"cannot write output /proc/{name}" in result.stderr
+
+
+def test_an_interrupt_inside_a_deferred_block_is_raised_at_its_end(monkeypatch):
+    from ng_traj.io import atomic
+
+    monkeypatch.setattr(atomic, "_interrupts", [])
+    finished = []
+    with pytest.raises(KeyboardInterrupt), atomic.deferred_interrupts():
+        atomic.interrupt(2, None)  # as the handler runs when the signal arrives
+        atomic.interrupt(2, None)  # a second one
+        finished.append(True)
+    assert finished == [True]
+    with pytest.raises(KeyboardInterrupt):
+        atomic.interrupt(2, None)  # outside a deferred block it raises at once

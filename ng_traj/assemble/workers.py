@@ -18,7 +18,10 @@ message half-sent, and the parent's pool then waits for its end forever. So a wo
 SIGINT, and on SIGTERM dies at once while it builds a chunk (or once orphaned), else as soon as it
 has handed its result over and takes the next chunk; a worker told to stop by the pool exits as
 usual. The interrupted parent cancels the chunks not started and shuts the pool down (the workers
-finish the few chunks they hold) before its outputs are cleaned up.
+finish the few chunks they hold) before its outputs are cleaned up. Submitting a chunk and shutting
+the pool down are never cut short: an interrupt meanwhile (a second Ctrl-C, or the copy of the
+signal ``timeout`` sends to the process group) is recorded and raised when they end; cut short,
+they leave workers nobody tells to exit, and the interpreter waits for them forever.
 """
 
 from __future__ import annotations
@@ -37,6 +40,7 @@ from typing import Any
 from ng_traj.assemble.build import BUILD_GC_THRESHOLD, BuildOptions, Encode, Outcome, assemble_slot, outcome
 from ng_traj.assemble.plan import Slot
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.atomic import deferred_interrupts
 
 CHUNK = 4
 """Slots per task sent to a worker."""
@@ -107,13 +111,19 @@ def run_parallel(
     try:
         yield _results(pool, slots, jobs)
     finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+        with deferred_interrupts():  # a second Ctrl-C (or the group's copy of the signal) must not cut it short
+            pool.shutdown(wait=True, cancel_futures=True)
+            for worker in multiprocessing.active_children():  # none unless the pool lost track of one
+                worker.kill()
+                worker.join()
 
 
 def _results(pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int) -> Iterator[tuple[Slot, Outcome]]:
     pending: deque[tuple[int, Future[list[Outcome]]]] = deque()
     for start in range(0, len(slots), CHUNK):
-        pending.append((start, pool.submit(_build_chunk, start, slots[start : start + CHUNK])))
+        with deferred_interrupts():  # submit forks the workers, then starts the thread that stops them
+            future = pool.submit(_build_chunk, start, slots[start : start + CHUNK])
+        pending.append((start, future))
         if len(pending) >= jobs * WINDOW:
             yield from _drain(slots, pending.popleft())
     while pending:

@@ -77,17 +77,35 @@ def _write_errors(name: str) -> Iterator[None]:
 
 
 _interrupts: list[int] = []
+_deferring: list[bool] = []
 
 
 def interrupt(signum: int, frame: object) -> None:
-    """Handler for SIGINT and SIGTERM: record the signal, then raise ``KeyboardInterrupt``.
+    """Handler for SIGINT and SIGTERM: record the signal, then raise ``KeyboardInterrupt``
+    (at the end of the block when inside :func:`deferred_interrupts`).
 
     Python drops an exception raised while a finalizer runs (the cycle collector's, say), so the
     raise alone can be lost and the command would run on; the record is not lost, and no output is
     committed once it is set (:func:`check_interrupted`).
     """
     _interrupts.append(signum)
-    raise KeyboardInterrupt
+    if not _deferring:
+        raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def deferred_interrupts() -> Iterator[None]:
+    """Run a short block that must not be cut in the middle; an interrupt met inside is raised at its end.
+
+    (Blocking the signals would not do: the handler runs in the main thread whichever thread the
+    signal reaches, and pyarrow's threads do not block them.)
+    """
+    _deferring.append(True)
+    try:
+        yield
+    finally:
+        _deferring.pop()
+    check_interrupted()
 
 
 def was_interrupted() -> bool:
