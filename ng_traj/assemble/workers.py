@@ -101,12 +101,15 @@ def run_parallel(
 ) -> Iterator[Iterator[tuple[Slot, Outcome]]]:
     """Assemble ``slots`` in ``jobs`` processes; the block iterates ``(slot, outcome)`` in slot order.
 
+    ``jobs`` is capped at the number of CPUs and of chunks (at least one worker process is used).
+
     However the block ends (an interrupt included), the chunks not started are cancelled and the
     pool is shut down before the block's exception propagates.
 
     Raises:
         Exception: Whatever a worker raised unexpectedly (the build stops).
     """
+    jobs = max(1, min(jobs, os.cpu_count() or 1, -(-len(slots) // CHUNK)))  # more could only wait
     pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=(options, encode))
     try:
         yield _results(pool, slots, jobs)

@@ -63,7 +63,13 @@ def command(
         int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
     jobs: Annotated[
-        int, typer.Option("--jobs", "-j", help="Worker processes assembling rollouts (output identical to 1).", min=1)
+        int,
+        typer.Option(
+            "--jobs",
+            "-j",
+            help="Worker processes assembling rollouts (output identical to 1); at most one per CPU.",
+            min=1,
+        ),
     ] = 1,
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
