@@ -339,7 +339,7 @@ def test_pipes_in_input_folders_are_skipped_and_corrupt_json_files_are_warned(tm
     result = run_cli("build", folder, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 0, result.stderr
     assert "pipe.jsonl: warning[input_unclaimed]: not a regular file" in result.stderr
-    assert "truncated.json: warning[input_unclaimed]: no JSON value in its first lines" in result.stderr
+    assert "truncated.json: error[input_unclaimed]: not JSON (corrupt or truncated?)" in result.stderr
     assert len(_records(tmp_path / "out.jsonl")) == 13
 
 
@@ -513,3 +513,15 @@ def test_attached_rows_of_rollouts_without_a_row_keep_their_identity_when_built_
     rebuilt = {record["rollout_id"]: record for record in _records(again)}
     assert [r["rollout_id"] for r in _records(RETAINED_EXPECTED)] == list(rebuilt)
     assert "producer_trajectory_identity_mismatch" not in {g["code"] for g in rebuilt["3-0"]["gaps"]}
+
+
+def test_any_number_of_corrupt_lines_at_the_start_of_a_rollouts_file_does_not_hide_it(tmp_path):
+    folder = tmp_path / "in"
+    shutil.copytree(RETAINED, folder)
+    rows = (folder / "rollouts.jsonl").read_bytes()
+    (folder / "rollouts.jsonl").write_bytes(b'{"_ng_task_index": 0, "resp\n' * 40 + rows)
+    result = run_cli("build", folder, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    reported = [line for line in result.stderr.splitlines() if "rollouts.jsonl:" in line and "invalid_json" in line]
+    assert len(reported) == 41  # the 40 added and the fixture's own corrupt line
+    assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)

@@ -195,8 +195,9 @@ def _classify(
     if not kinds:
         inputs.by_kind["unclaimed"] += 1
         if json_named(file) and os.path.getsize(file) and first_record(file) is None:
-            message = "no JSON value in its first lines (corrupt or truncated?); no reader can tell what it is; skipped"
-            _report(sink, "input_unclaimed", file, message, True)
+            what = "not JSON" if file.suffix == ".json" else "no line is JSON"
+            message = f"{what} (corrupt or truncated?); no reader can tell what it is; skipped"
+            sink.add(Diagnostic("error", "input_unclaimed", message, path=str(file)))
         else:
             _report(sink, "input_unclaimed", file, "no reader recognises this file; skipped", directly)
         return

@@ -29,7 +29,9 @@ class Sniffed:
 
 
 SNIFF_LINES = 16
-"""Lines a sniffer looks at to find the first JSON value (a corrupt first line does not hide a file)."""
+"""Lines a sniffer looks at to find the first JSON value in a file not named ``*.jsonl*`` (a corrupt
+first line does not hide a file). A file named as JSON Lines is read until its first JSON value, so
+that any number of corrupt lines at its start cannot hide the rest."""
 
 BOM = b"\xef\xbb\xbf"
 
@@ -40,22 +42,22 @@ def json_named(path: Path) -> bool:
 
 
 def first_record(path: Path) -> Any:
-    """The first JSON value among the first lines of a JSONL file (also archives such as
-    ``x.jsonl.reset.<ts>``), or the whole value of a ``.json`` file; ``None`` when none parses.
-    A UTF-8 byte-order mark at the start is ignored."""
+    """The first JSON value of a JSONL file (also archives such as ``x.jsonl.reset.<ts>``; among the
+    first :data:`SNIFF_LINES` lines of a file otherwise named), or the whole value of a ``.json``
+    file; ``None`` when none parses. A UTF-8 byte-order mark at the start is ignored."""
     try:
         with open(path, "rb") as handle:
             if path.suffix == ".json":
                 data = handle.read(SNIFF_JSON_BYTES + 1).removeprefix(BOM)
                 return orjson.loads(data) if len(data) <= SNIFF_JSON_BYTES else None
-            return _first_line_value(handle)
+            return _first_line_value(handle, None if ".jsonl" in path.name else SNIFF_LINES)
     except (OSError, orjson.JSONDecodeError):
         return None
 
 
-def _first_line_value(handle: Any) -> Any:
+def _first_line_value(handle: Any, limit: int | None) -> Any:
     seen = 0
-    while seen < SNIFF_LINES:
+    while limit is None or seen < limit:
         line = handle.readline(SNIFF_LINE_BYTES)
         if not line:
             return None
