@@ -186,3 +186,35 @@ def test_text_schema_version_and_tool_calls_that_are_not_json_are_reported(tmp_p
     gaps = [(g["code"], g["detail"]) for g in _trajectories(tmp_path / "out.jsonl")[ROOT]["gaps"]]
     assert ("hermes_schema_version_unsupported", "schema_version=abc") in gaps
     assert ("agent_artifact_record_unparseable", f"state.db:messages.id={message_id}:tool_calls") in gaps
+
+
+def _destroy_table_page(db: Path, table: str) -> None:
+    with sqlite3.connect(db) as connection:
+        (page,) = connection.execute("SELECT rootpage FROM sqlite_master WHERE name = ?", (table,)).fetchone()
+        page_size = connection.execute("PRAGMA page_size").fetchone()[0]
+    data = bytearray(db.read_bytes())
+    data[(page - 1) * page_size : page * page_size] = b"\xff" * page_size
+    db.write_bytes(bytes(data))
+
+
+def test_a_damaged_schema_version_table_is_a_damaged_database_not_a_missing_version(tmp_path: Path) -> None:
+    db = build_db(_export(), tmp_path / "state.db")
+    _destroy_table_page(db, "schema_version")
+    result = _build(db, out=tmp_path / "out.jsonl")
+    assert result.exit_code == 1  # the only input yielded nothing
+    assert "error[hermes_db_unreadable]: DatabaseError: database disk image is malformed" in result.stderr
+    assert "hermes_schema_version_unknown" not in result.stderr
+
+
+def test_a_database_without_its_messages_table_still_builds_its_sessions(tmp_path: Path) -> None:
+    db = build_db(_export(), tmp_path / "state.db")
+    with sqlite3.connect(db) as connection:
+        connection.execute("DROP TABLE messages")
+    result = _build(db, out=tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    built = _trajectories(tmp_path / "out.jsonl")
+    assert sorted(built) == [ROOT, "20260325_091000_orphan", "20260325_100000_compa1", "20260325_110000_brch01"]
+    gaps = [(g["code"], g["invocation_id"], g["detail"]) for g in built[ROOT]["gaps"]]
+    assert ("agent_transcript_unavailable", ROOT, "state.db:OperationalError") in gaps
+    assert built[ROOT]["invocations"][1]["parent_invocation_id"] == ROOT
+    assert "no table messages; built without their transcript" in result.stderr

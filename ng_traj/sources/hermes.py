@@ -264,7 +264,8 @@ def _db_forms(path: Path, sessions: list[str], tree: Tree, totals: list[dict[str
     try:
         messages = db.read_messages(path, catalogue, mine)
     except db.HermesDbError as exc:
-        sink.add(Diagnostic("error", "hermes_db_unreadable", f"messages: {exc}", path=str(path)))
+        message = f"messages of {', '.join(mine)}: {exc}; built without their transcript"
+        sink.add(Diagnostic("error", "hermes_db_unreadable", message, path=str(path)))
         for session in mine:
             detail = f"state.db:{str(exc).split(':', 1)[0]}"
             tree.gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=session, detail=detail))

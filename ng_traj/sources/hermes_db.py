@@ -140,7 +140,15 @@ def _connect(copy: Path) -> sqlite3.Connection:
 
 
 def _columns(connection: sqlite3.Connection, table: str, wanted: Iterable[str]) -> tuple[str, ...]:
+    """The ``wanted`` columns ``table`` has; ``()`` for a missing ``messages`` table (sessions are
+    still built, each without its transcript).
+
+    Raises:
+        HermesDbError: ``sessions`` is missing, or a table lacks a required column.
+    """
     present = {row["name"] for row in connection.execute(f"PRAGMA table_info({table})")}
+    if not present and table == "messages":
+        return ()
     if not present:
         raise HermesDbError(f"not a Hermes state.db: no table {table}")
     missing = [name for name in _REQUIRED[table] if name not in present]
@@ -153,7 +161,9 @@ def _version(connection: sqlite3.Connection) -> Any:
     """``MAX(version)`` of ``schema_version`` as stored, or ``None`` when there is no such table or row."""
     try:
         row = connection.execute("SELECT MAX(version) AS v FROM schema_version").fetchone()
-    except sqlite3.Error:
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise  # a damaged page is the database's problem, not a missing version
         return None
     return row["v"] if row is not None else None
 
@@ -227,6 +237,8 @@ def read_messages(path: Path, catalogue: Catalogue, session_ids: Iterable[str]) 
     rows: dict[str, list[dict[str, Any]]] = {session: [] for session in ids}
     if not ids:
         return rows
+    if not catalogue.message_columns:
+        raise HermesDbError("OperationalError: no table messages")
     order = "id" if "id" in catalogue.message_columns else "rowid"
     query = (
         f"SELECT {_select(catalogue.message_columns)} FROM messages "
