@@ -218,3 +218,21 @@ def test_a_database_without_its_messages_table_still_builds_its_sessions(tmp_pat
     assert ("agent_transcript_unavailable", ROOT, "state.db:OperationalError") in gaps
     assert built[ROOT]["invocations"][1]["parent_invocation_id"] == ROOT
     assert "no table messages; built without their transcript" in result.stderr
+
+
+def test_files_forced_as_hermes_are_read_and_their_damage_reported(tmp_path: Path) -> None:
+    other = tmp_path / "other.sqlite"
+    with sqlite3.connect(other) as connection:
+        connection.execute("CREATE TABLE t (x)")
+    result = run_cli("build", "--as", "hermes", other, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 1
+    assert "error[hermes_db_unreadable]: not a Hermes state.db: no table sessions" in result.stderr
+    garbage = tmp_path / "garbage.bin"
+    garbage.write_bytes(b"\xff\xfe not json\nstill not\n")
+    result = run_cli("build", "--as", "hermes", garbage, "-o", tmp_path / "out.jsonl")
+    assert [
+        line.split(": ")[1] for line in result.stderr.splitlines() if "garbage.bin:" in line and "error[" in line
+    ] == [
+        "error[invalid_utf8]",
+        "error[invalid_json]",
+    ]

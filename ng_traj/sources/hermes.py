@@ -121,7 +121,7 @@ def _classify(files: Sequence[Path]) -> dict[str, list[Path]]:
     for path in files:
         if _sidecar_of(path) is not None:
             continue
-        if _sqlite_kind(path) == "hermes":
+        if _sqlite_kind(path) is not None:  # another SQLite file only when forced (--as hermes): reported unreadable
             groups["db"].append(path)
         elif path.suffix == ".json":
             groups["json"].append(path)
@@ -316,7 +316,7 @@ def _file_forms(unit: NativeUnit, tree: Tree, totals: list[dict[str, int]], sink
             elif is_store(value):
                 entries = [e for e in value.values() if isinstance(e, dict) and e.get("session_id") in tree.forms]
                 totals.extend(session_totals(e, exclusive=False) for e in entries if e["session_id"] not in tree.rows)
-        elif ".jsonl" in path.name and path.name.split(".jsonl", 1)[0] in tree.forms:
+        elif path.name.split(".jsonl", 1)[0] in tree.forms:  # a gateway transcript (or a file forced as one)
             tree.forms[path.name.split(".jsonl", 1)[0]].append(read_gateway(path, sink))
 
 
