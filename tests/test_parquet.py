@@ -363,3 +363,30 @@ def test_an_integer_beyond_int64_is_null_in_parquet_and_reported(tmp_path):
         (row,) = _table(tmp_path / f"{command[0]}.parquet", "model_calls")
         assert row["prompt_tokens"] is None and row["completion_tokens"] == 3
     assert orjson.loads((tmp_path / "out.jsonl").read_bytes())["model_calls"][0]["token_stats"]["prompt_tokens"] == huge
+
+
+def test_child_rows_missing_or_out_of_order_make_their_trajectory_invalid_not_silently_smaller(tmp_path):
+    dataset = tmp_path / "out.parquet"
+    run_cli("build", RETAINED / "input", "-o", dataset)
+    gaps, items = pq.read_table(dataset / "gaps.parquet"), pq.read_table(dataset / "conversation_items.parquet")
+    expected = {
+        # the first gap row (of trajectory 1, which has three) deleted
+        "deleted": (gaps.slice(1), None, "gaps has 2 row(s) where the trajectory records 3"),
+        # two gap rows of one trajectory swapped
+        "swapped": (pa.concat_tables([gaps.slice(1, 1), gaps.slice(0, 1), gaps.slice(2)]), None, "gaps: gap_index"),
+        # a conversation item row deleted
+        "item": (None, items.slice(1), "conversation_items of invocation 0 has"),
+    }
+    for name, (new_gaps, new_items, problem) in expected.items():
+        pq.write_table(new_gaps if new_gaps is not None else gaps, dataset / "gaps.parquet")
+        pq.write_table(new_items if new_items is not None else items, dataset / "conversation_items.parquet")
+        result = run_cli("convert", dataset, "-o", tmp_path / f"{name}.jsonl")
+        assert result.exit_code == 1, name
+        assert f"error[dataset_invalid]: rows do not form the trajectory ({problem}" in result.stderr, name
+        assert "1 record(s) skipped" in result.stderr, name
+        assert len((tmp_path / f"{name}.jsonl").read_bytes().splitlines()) == 12, name
+    reversed_gaps = gaps.take(list(reversed(range(len(gaps)))))
+    pq.write_table(reversed_gaps, dataset / "gaps.parquet")
+    pq.write_table(items, dataset / "conversation_items.parquet")
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1 and "13 record(s)" not in result.stderr

@@ -408,7 +408,45 @@ def _joined(head: dict[str, Any], cursors: dict[str, _Cursor]) -> DatasetRecord:
     for name, cursor in cursors.items():
         tables[name], skipped = cursor.take(index)
         stray += skipped
+    problem = _incomplete(tables)
+    if problem is not None:
+        return DatasetRecord(index, None, f"rows do not form the trajectory ({problem}); skipped", stray)
     try:
         return DatasetRecord(index, record_value(tables), None, stray)
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
         return DatasetRecord(index, None, f"rows do not form a trajectory ({type(exc).__name__}: {exc})", stray)
+
+
+_POSITIONS = {
+    "invocations": ("invocation_index", "invocation_count"),
+    "turns": ("turn_index", "turn_count"),
+    "model_calls": ("call_index", "model_call_count"),
+    "tool_calls": ("tool_index", "tool_call_count"),
+    "gaps": ("gap_index", "gap_count"),
+}
+"""Child table -> its position column and the ``trajectories`` column counting its rows."""
+
+
+def _incomplete(tables: dict[str, list[dict[str, Any]]]) -> str | None:
+    """Why a trajectory's rows are not all there or not in order (``None`` when they are).
+
+    Each child table's position column must run 0, 1, 2, ... in row order, as many rows as the
+    parent row counts; conversation items do so within each invocation.
+    """
+    head = tables["trajectories"][0]
+    groups = [(name, column, head[count], tables[name]) for name, (column, count) in _POSITIONS.items()]
+    items: dict[Any, list[dict[str, Any]]] = {}
+    for row in tables["conversation_items"]:
+        items.setdefault(row["invocation_index"], []).append(row)
+    for invocation in tables["invocations"]:
+        position = invocation["invocation_index"]
+        count = invocation["conversation_item_count"]
+        groups.append((f"conversation_items of invocation {position}", "item_index", count, items.pop(position, [])))
+    if items:
+        return f"conversation_items has rows for invocation_index {next(iter(items))}, which the trajectory lacks"
+    for name, column, count, rows in groups:
+        if len(rows) != count:
+            return f"{name} has {len(rows)} row(s) where the trajectory records {count}"
+        if [row[column] for row in rows] != list(range(count)):
+            return f"{name}: {column} does not run 0..{count - 1} in row order"
+    return None
