@@ -54,10 +54,10 @@ def main() -> None:
     signal.signal(signal.SIGTERM, interrupt)
     try:
         app()
-    except Exception:
-        # A library may wrap the KeyboardInterrupt the handler raised (pydantic while a command
-        # imports its models): the recorded signal says what happened.
-        if not was_interrupted():
+    except (KeyboardInterrupt, Exception) as exc:
+        # An interrupt outside a command's own handling (while Typer builds the command), or one a
+        # library wrapped (pydantic while a command imports its models): the recorded signal says so.
+        if isinstance(exc, Exception) and not was_interrupted():
             raise
         stderr_console().print("[yellow]interrupted[/]")
         raise SystemExit(EXIT_INTERRUPTED) from None

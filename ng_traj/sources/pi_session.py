@@ -150,7 +150,7 @@ def _header_version(header: dict[str, Any], path: str, line: int, sink: Diagnost
     version = header.get("version")
     if version is None or (type(version) is int and version in (1, 2, 3)):
         return version or 1
-    newer = type(version) is int and version > 3
+    newer = type(version) in (int, float) and version > 3  # a huge integer parses as a float
     read_as = 3 if newer else 1
     message = f"session format version {version!r} is not one ng-traj knows (1, 2, 3); read as v{read_as}"
     sink.add(Diagnostic("warning", "pi_session_version_unknown", message, path=path, line=line))
