@@ -124,3 +124,21 @@ def test_a_spawned_by_cycle_is_reported_and_cut_at_the_smallest_key(tmp_path):
         ("agent:worker:subagent:grand", "agent:main:subagent:child"),
     ]
     assert ("cyclic_subagent_parent", "agent:main:main", "agent:worker:subagent:grand") in _gaps(record)
+
+
+def test_a_session_id_naming_a_file_outside_the_agents_folder_is_refused_and_said(tmp_path):
+    shutil.copytree(OPENCLAW / "tree", tmp_path / "in")
+    sessions = tmp_path / "in/agents/main/sessions"
+    (tmp_path / "secret.jsonl").write_bytes((sessions / "sess-child.jsonl").read_bytes())
+    entries = orjson.loads((sessions / "sessions.json").read_bytes())
+    entries["agent:main:subagent:child"]["sessionId"] = "../../../../secret"
+    (sessions / "sessions.json").write_bytes(orjson.dumps(entries))
+    (sessions / "sess-child.jsonl").unlink()
+    (record,), stderr = _build(tmp_path, tmp_path / "in")
+    refused = [line for line in stderr.splitlines() if "[session_path_refused]" in line]
+    assert refused == [
+        f"{sessions}/../../../../secret.jsonl: warning[session_path_refused]: session agent:main:subagent:child: "
+        f"{sessions}/../../../../secret.jsonl is a symlink or outside the agents folder; not read"
+    ]
+    gap = ("agent_transcript_unavailable", "agent:main:subagent:child", "../../../../secret")
+    assert gap in _gaps(record)

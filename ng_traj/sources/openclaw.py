@@ -32,6 +32,7 @@ from ng_traj.sources.openclaw_store import (
     discover_tree,
     is_store,
     read_stores,
+    refused_transcript,
     tree_roots,
 )
 from ng_traj.sources.pi_observe import SessionObservation, observe, response_ids
@@ -202,6 +203,11 @@ class OpenClawReader:
         root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
         stores = read_stores(store_paths, agents, DiagnosticSink())  # reported when indexed
         nodes, gaps = discover_tree(stores, hints["root"], root_transcript)
+        for node in nodes:
+            refused = None if node.transcript else refused_transcript(stores.entries[node.key], stores.root)
+            if refused is not None:
+                message = f"session {node.key}: {refused} is a symlink or outside the agents folder; not read"
+                sink.add(Diagnostic("warning", "session_path_refused", message, path=str(refused)))
         observed = [
             _tree_session(node.key, node.parent, node.transcript, sink, child=position > 0)
             for position, node in enumerate(nodes)

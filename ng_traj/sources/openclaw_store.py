@@ -16,6 +16,7 @@ transcript gives ``agent_transcript_unavailable`` (invocation = key, detail = se
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -136,25 +137,37 @@ class TreeNode:
     transcript: Path | None
 
 
-def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
-    """The transcript file of a store entry (module docstring), or ``None``."""
+def _names(entry: StoreEntry) -> list[str]:
     names = []
     if entry.session_file:
         names.append(Path(entry.session_file.replace("\\", "/")).name)
     if entry.session_id:
         names.append(f"{entry.session_id}.jsonl")
+    return names
+
+
+def _usable(candidate: Path, resolved_root: Path) -> bool:
+    return candidate.is_file() and not candidate.is_symlink() and resolved_root in candidate.resolve().parents
+
+
+def refused_transcript(entry: StoreEntry, root: Path) -> Path | None:
+    """A file the entry names that exists but was refused (a symlink, or outside ``root``), else ``None``."""
+    for candidate in (entry.folder / name for name in _names(entry)):
+        if os.path.lexists(candidate) and not _usable(candidate, root.resolve()):
+            return candidate
+    return None
+
+
+def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
+    """The transcript file of a store entry (module docstring), or ``None``."""
     resolved_root = root.resolve()
-
-    def usable(candidate: Path) -> bool:
-        return candidate.is_file() and not candidate.is_symlink() and resolved_root in candidate.resolve().parents
-
-    for candidate in (entry.folder / name for name in names):
-        if usable(candidate):
+    for candidate in (entry.folder / name for name in _names(entry)):
+        if _usable(candidate, resolved_root):
             return candidate
     if entry.session_id:  # archived transcripts, newest first; listed only when no live file is usable
         archives = [entry.folder.glob(f"{entry.session_id}{marker}*") for marker in ARCHIVE_MARKERS]
         for candidate in sorted((p for group in archives for p in group), reverse=True):
-            if usable(candidate):
+            if _usable(candidate, resolved_root):
                 return candidate
     return None
 
