@@ -142,3 +142,17 @@ def test_a_session_id_naming_a_file_outside_the_agents_folder_is_refused_and_sai
     ]
     gap = ("agent_transcript_unavailable", "agent:main:subagent:child", "../../../../secret")
     assert gap in _gaps(record)
+
+
+def test_store_entries_of_the_wrong_shape_are_reported(tmp_path):
+    shutil.copytree(OPENCLAW / "tree", tmp_path / "in")
+    store = tmp_path / "in/agents/main/sessions/sessions.json"
+    entries = orjson.loads(store.read_bytes())
+    entries["agent:main:subagent:child"]["spawnedBy"] = ["agent:main:main"]
+    entries["agent:main:broken"] = None
+    store.write_bytes(orjson.dumps(entries))
+    _, stderr = _build(tmp_path, tmp_path / "in")
+    assert [line.split(": ", 1)[1] for line in stderr.splitlines() if "openclaw_entry_invalid" in line] == [
+        "warning[openclaw_entry_invalid]: entry agent:main:subagent:child: spawnedBy not text; ignored",
+        "warning[openclaw_entry_invalid]: entry agent:main:broken: not an object (NoneType); skipped",
+    ]

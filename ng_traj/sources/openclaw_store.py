@@ -78,6 +78,17 @@ def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
     return StoreEntry(key, session_id, spawned or parent_key, conflict, store, session_file)
 
 
+_TEXT_FIELDS = ("sessionId", "sessionFile", "spawnedBy", "parentSessionKey")
+
+
+def _entry_problem(value: Any) -> str | None:
+    """What is wrong with a store entry (not an object; a text field holding something else), or ``None``."""
+    if not isinstance(value, dict):
+        return f"not an object ({type(value).__name__}); skipped"
+    wrong = [name for name in _TEXT_FIELDS if value.get(name) is not None and not isinstance(value[name], str)]
+    return f"{', '.join(wrong)} not text; ignored" if wrong else None
+
+
 def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
     """Read the stores of one agents root (sorted), applying the reference's identity rules.
 
@@ -101,6 +112,10 @@ def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
             stores.gaps.append(ObservationGap(code="agent_session_store_unreadable"))
             continue
         for key, value in data.items():
+            problem = _entry_problem(value)
+            if problem is not None:
+                message = f"entry {key}: {problem}"
+                sink.add(Diagnostic("warning", "openclaw_entry_invalid", message, path=str(path)))
             if not isinstance(value, dict):
                 stores.incomplete = True
                 stores.gaps.append(ObservationGap(code="agent_session_entry_unparseable"))
