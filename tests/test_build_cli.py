@@ -525,3 +525,15 @@ def test_any_number_of_corrupt_lines_at_the_start_of_a_rollouts_file_does_not_hi
     reported = [line for line in result.stderr.splitlines() if "rollouts.jsonl:" in line and "invalid_json" in line]
     assert len(reported) == 41  # the 40 added and the fixture's own corrupt line
     assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)
+
+
+def test_a_manifest_row_naming_an_unknown_run_is_reported_at_its_line(tmp_path):
+    run_a, _, store = _two_runs(tmp_path)
+    rows = [
+        {"rollout_id": "0-0", "path": "store/0-0.capture.jsonl", "run": "run_a.jsonl"},
+        {"rollout_id": "0-0", "path": "store/odd-name.jsonl", "run": "nowhere.jsonl"},
+    ]
+    manifest = _write_jsonl(tmp_path / "manifest.jsonl", rows)
+    result = run_cli("build", run_a, "-o", tmp_path / "out.jsonl", "--manifest", manifest)
+    assert result.exit_code == 0, result.stderr
+    assert f"{manifest}:2: warning[manifest_run_unknown]: run 'nowhere.jsonl' names no rollouts file" in result.stderr

@@ -191,7 +191,8 @@ def _check_manifest_runs(manifest: Sequence[ManifestEntry], runs: set[str], sink
     for entry in manifest:
         if entry.run is not None and not runs_named(entry.run, runs):
             message = f"run {entry.run!r} names no rollouts file of the build; the row's artifacts attach by id alone"
-            sink.add(Diagnostic("warning", "manifest_run_unknown", message, path=str(entry.path)))
+            where, line = entry.where or (str(entry.path), None)
+            sink.add(Diagnostic("warning", "manifest_run_unknown", message, path=where, line=line))
 
 
 def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:

@@ -9,7 +9,7 @@ way of attributing an artifact to a rollout (PRODUCT.md §3).
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
@@ -28,6 +28,8 @@ class ManifestEntry:
     kind: str | None = None
     run: str | None = None
     session_id: str | None = None
+    where: tuple[str, int] | None = field(default=None, compare=False)
+    """The manifest file and the row's line, for diagnostics about the row."""
 
 
 def _entry(row: dict[str, object], base: Path) -> ManifestEntry | None:
@@ -68,7 +70,7 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
         if problem is not None:
             sink.add(Diagnostic("error", "manifest_row_invalid", problem, path=str(path), line=number))
             continue
-        entries.append(entry)  # type: ignore[arg-type]
+        entries.append(replace(entry, where=(str(path), number)))  # type: ignore[arg-type]
     return entries
 
 
