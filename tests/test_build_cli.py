@@ -528,7 +528,7 @@ def test_any_number_of_corrupt_lines_at_the_start_of_a_rollouts_file_does_not_hi
 
 
 def test_a_manifest_row_naming_an_unknown_run_is_reported_at_its_line(tmp_path):
-    run_a, _, store = _two_runs(tmp_path)
+    run_a = _two_runs(tmp_path)[0]
     rows = [
         {"rollout_id": "0-0", "path": "store/0-0.capture.jsonl", "run": "run_a.jsonl"},
         {"rollout_id": "0-0", "path": "store/odd-name.jsonl", "run": "nowhere.jsonl"},
