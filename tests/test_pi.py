@@ -250,3 +250,21 @@ def test_unknown_version_and_misplaced_header_are_reported(tmp_path):
             "session header after the first entry; ignored (the file was read without a header)",
         ),
     ]
+
+
+def test_entries_with_non_text_ids_or_no_message_object_are_reported(tmp_path):
+    path = tmp_path / "odd.jsonl"
+    lines = [
+        {"type": "session", "version": 3, "id": "odd", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"},
+        {"type": "message", "id": 7, "parentId": None, "timestamp": "2026-01-01T00:00:01Z", "message": None},
+        {"type": "message", "id": "b", "parentId": 7, "timestamp": "2026-01-01T00:00:02Z", "message": {}},
+        {"type": "message", "id": "c", "parentId": "b", "timestamp": "2026-01-01T00:00:03Z", "message": None},
+    ]
+    path.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    seen = []
+    read_session(path, DiagnosticSink(seen.append))
+    assert [(d.line, d.code, d.message) for d in seen] == [
+        (2, "pi_entry_invalid", "id is not text (7); the entry is named after its line"),
+        (3, "pi_entry_invalid", "parentId is not text (7); the entry has no parent"),
+        (4, "pi_entry_invalid", "a message entry without a message object; passed over"),
+    ]

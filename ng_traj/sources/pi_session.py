@@ -177,6 +177,18 @@ def _migrate_v1_compactions(entries: list[Entry]) -> None:
             entry.raw = {**entry.raw, "firstKeptEntryId": kept}
 
 
+def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
+    """What makes an entry unusable in part: (v2+) an ``id``/``parentId`` that is not text, or a
+    ``message`` entry without a message object; ``None`` when nothing is wrong."""
+    effects = {"id": "the entry is named after its line", "parentId": "the entry has no parent"}
+    for key, effect in effects.items():
+        if version > 1 and raw.get(key) is not None and not isinstance(raw[key], str):
+            return f"{key} is not text ({raw[key]!r}); {effect}"
+    if raw.get("type") == "message" and not isinstance(raw.get("message"), dict):
+        return "a message entry without a message object; passed over"
+    return None
+
+
 def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     """Parse one pi-family session file; unreadable lines are reported to ``sink`` and counted."""
     session = Session(str(path), Path(path).name.split(".jsonl")[0])
@@ -198,6 +210,9 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
                 message = "session header after the first entry; ignored (the file was read without a header)"
                 sink.add(Diagnostic("warning", "pi_header_misplaced", message, path=session.path, line=line))
             continue
+        problem = _entry_problem(value, session.version)
+        if problem is not None:
+            sink.add(Diagnostic("warning", "pi_entry_invalid", problem, path=session.path, line=line))
         entry = _entry(value, line, session.version, previous)
         session.entries.append(entry)
         previous = entry.id
