@@ -115,6 +115,16 @@ def safe_text(value: object) -> str:
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if text.isascii() is False else text
 
 
+_CONTROLS = {code: repr(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}
+"""Control characters -> their escapes (``\\n``, ``\\x1b``), so that text taken from the data (ids, file
+names) cannot break a diagnostic into two lines or drive the terminal."""
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped (see :data:`_CONTROLS`)."""
+    return text.translate(_CONTROLS) if not text.isprintable() else text
+
+
 @dataclass(frozen=True, slots=True)
 class Diagnostic:
     """One problem found in the data.
@@ -138,14 +148,15 @@ class Diagnostic:
     pointer: str | None = None
 
     def render(self) -> str:
-        """Render as ``path:line: severity[code] pointer: message``."""
+        """Render as ``path:line: severity[code] pointer: message``, on one line (control characters
+        escaped)."""
         where = safe_text(self.path) if self.path else "-"
         if self.line is not None:
             where = f"{where}:{self.line}"
         head = f"{where}: {self.severity}[{self.code}]"
         if self.pointer:
             head = f"{head} {self.pointer}"
-        return f"{head}: {self.message}"
+        return printable(f"{head}: {self.message}")
 
     def to_json(self) -> dict[str, object]:
         """Return the diagnostic as a JSON object (all keys present, nulls included)."""

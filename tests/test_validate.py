@@ -89,3 +89,12 @@ def test_directory_argument_is_a_usage_error():
     result = run_cli("validate", DEFECTS)
     assert result.exit_code == 2
     assert "is a directory" in result.stderr
+
+
+def test_text_from_the_data_cannot_split_a_diagnostic_line(tmp_path):
+    path = tmp_path / "esc\n.jsonl"
+    path.write_text('{"schema_version": "1.0", "task_id": "t", "rollout_id": "r", "gaps": [{"code": "\\u001b[2J"}]}\n')
+    result = run_cli("validate", path)
+    lines = [line for line in result.stderr.splitlines() if line]
+    assert len(lines) == len([line for line in lines if line.startswith(str(tmp_path))]) + 1  # + the summary
+    assert "\x1b" not in result.stderr
