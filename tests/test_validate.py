@@ -98,3 +98,17 @@ def test_text_from_the_data_cannot_split_a_diagnostic_line(tmp_path):
     lines = [line for line in result.stderr.splitlines() if line]
     assert len(lines) == len([line for line in lines if line.startswith(str(tmp_path))]) + 1  # + the summary
     assert "\x1b" not in result.stderr
+
+
+def test_a_reader_that_stops_early_makes_the_run_stop_quietly_and_not_succeed(tmp_path):
+    import subprocess
+    import sys
+
+    path = tmp_path / "many.jsonl"
+    path.write_text("{}\n" * 50_000)  # one error diagnostic per line, far more than a pipe holds
+    command = [sys.executable, "-m", "ng_traj", "validate", "--json", str(path)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stdout.read(10)
+    process.stdout.close()
+    assert process.wait(timeout=120) == 141
+    assert process.stderr.read() == b""

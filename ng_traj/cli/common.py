@@ -1,13 +1,14 @@
 """What every command shares: error handling, exit codes, diagnostics output, progress.
 
 Exit codes (PRODUCT.md §6, §10.15): 0 success (warnings allowed), 1 data errors, 2 usage or tool
-errors, 130 interrupted. Expected errors print one red line and no traceback; ``--debug`` adds the
+errors, 130 interrupted, 141 standard output closed early. Expected errors print one red line and no traceback; ``--debug`` adds the
 traceback of unexpected ones. Colour follows ``NO_COLOR`` and is off when stderr is not a terminal.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
@@ -22,7 +23,7 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeR
 from ng_traj.diagnostics import Diagnostic, RunError
 from ng_traj.io.atomic import was_interrupted
 
-EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
+EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
 DEBUG_HELP = "Show a traceback for unexpected errors."
 JSON_HELP = "Machine-readable output (JSON) instead of text."
@@ -39,7 +40,7 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
 
     Raises:
         typer.Exit: Always, with the body's code, 2 for a :class:`RunError` or an unexpected error,
-            130 on interrupt.
+            130 on interrupt, 141 when standard output was closed by its reader.
     """
     console = stderr_console()
     try:
@@ -51,7 +52,11 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
         console.print("[yellow]interrupted[/]")
         code = EXIT_INTERRUPTED
     except BrokenPipeError:
-        code = EXIT_OK
+        # The reader went away (``| head``): stop quietly, but not with success, since the output (or
+        # the validation) did not finish; 141 is what a process killed by SIGPIPE reports.
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        code = EXIT_BROKEN_PIPE
     except Exception as exc:
         if was_interrupted():  # the interrupt surfaced wrapped in another exception
             console.print("[yellow]interrupted[/]")
