@@ -75,3 +75,16 @@ def test_rollout_rows_without_a_trajectory_are_reported_as_validate_does(tmp_pat
     assert "converted 2 trajectories" in result.stderr
     assert "1 record(s) skipped, 0 error(s), 1 warning(s)" in result.stderr
     assert check_line(orjson.loads(raw[0])) == ([TRAJECTORY_MISSING], False)
+
+
+def test_rows_whose_observation_bundle_breaks_the_contract_are_reported_and_skipped(tmp_path):
+    rows = tmp_path / "rows.jsonl"
+    assert run_cli("build", RETAINED / "input", "-o", rows, "--attach").exit_code == 0
+    lines = rows.read_bytes().splitlines()
+    broken = orjson.loads(lines[1])  # 0-1 carries an OpenClaw bundle
+    broken["ng_agent_observations"] = "not a bundle"
+    rows.write_bytes(b"\n".join([lines[0], orjson.dumps(broken), *lines[2:]]) + b"\n")
+    result = run_cli("convert", rows, "-o", tmp_path / "rows.parquet")
+    assert result.exit_code == 1
+    assert f"{rows}:2: error[invalid_type] ng_agent_observations" in result.stderr
+    assert "converted 12 trajectories" in result.stderr and "1 record(s) skipped" in result.stderr

@@ -47,12 +47,24 @@ def _record(value: Any, sink: DiagnosticSink, path: str, line: int, prefix: str 
         return None
 
 
-def _row_extras(row: dict[str, Any]) -> Extras:
+def _bundle(row: dict[str, Any], sink: DiagnosticSink, path: str, line: int) -> tuple[bool, Any]:
+    """The row's ``ng_agent_observations`` validated (``None`` when absent), and whether it is usable;
+    an invalid one is reported with the validate codes."""
+    value = row.get("ng_agent_observations")
+    if value is None:
+        return True, None
+    try:
+        return True, AgentObservationBundle.model_validate(value)
+    except ValidationError as exc:
+        for finding in findings_from_error(exc, value, "ng_agent_observations"):
+            sink.add(finding.at(path, line))
+        return False, None
+
+
+def _row_extras(row: dict[str, Any], bundle: AgentObservationBundle | None) -> Extras:
     agent_ref = row.get("agent_ref")
     agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
-    try:
-        bundle = AgentObservationBundle.model_validate(row["ng_agent_observations"])
-    except (KeyError, ValidationError):
+    if bundle is None:
         return Extras(agent if isinstance(agent, str) else None)
     compactions = [
         (bundle.source, record.model_dump(mode="json"))
@@ -82,10 +94,11 @@ def jsonl_to_dataset(
                 counts.skipped += 1
                 continue
             record = _record(value, sink, name, line.line, "ng_trajectory" * is_row)
-            if record is None:
+            usable, bundle = _bundle(row, sink, name, line.line) if is_row else (True, None)
+            if record is None or not usable:
                 counts.skipped += 1
                 continue
-            for problem in dataset.add(record, _row_extras(row) if is_row else Extras()):
+            for problem in dataset.add(record, _row_extras(row, bundle) if is_row else Extras()):
                 sink.add(Diagnostic("warning", "value_out_of_range", problem, path=name, line=line.line))
             counts.written += 1
     return counts
