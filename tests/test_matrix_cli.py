@@ -306,3 +306,11 @@ def test_producer_samples_matrix_is_pinned():
             "C7": ("V 29/29", None, 0),
         }
     }
+
+
+def test_a_parquet_dataset_is_refused_with_the_conversion_to_run(tmp_path):
+    dataset = tmp_path / "out.parquet"
+    assert run_cli("build", FIXTURES / "build" / "retained_run" / "input", "-o", dataset).exit_code == 0
+    result = run_cli("matrix", dataset)
+    assert result.exit_code == 2
+    assert f"is a Parquet dataset; matrix reads JSONL: ng-traj convert {dataset} -o FILE.jsonl first" in result.stderr

@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, diagnostic_printer, guarded, stderr_console
+from ng_traj.cli.common import (
+    DEBUG_HELP,
+    EXIT_DATA,
+    EXIT_OK,
+    diagnostic_printer,
+    guarded,
+    refuse_parquet_file,
+    stderr_console,
+)
 from ng_traj.diagnostics import DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -68,6 +76,8 @@ def run(
         roles = parse_roles(role)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    for path in inputs:
+        _refuse_parquet(path)
     console = stderr_console()
     sink = DiagnosticSink(diagnostic_printer(console))
     documented = load_reference()
@@ -95,3 +105,16 @@ def _write(data: dict, output_format: str, render) -> None:
     text = {"markdown": render.markdown, "csv": render.csv_text}.get(output_format)
     sys.stdout.buffer.write(text(data).encode() if text is not None else render.json_bytes(data))
     sys.stdout.buffer.flush()
+
+
+def _refuse_parquet(path: Path) -> None:
+    """Stop with a usage error naming the conversion when ``path`` is a Parquet dataset or table.
+
+    Raises:
+        RunError: ``path`` is a dataset folder or a Parquet file.
+    """
+    from ng_traj.writers.parquet import is_dataset
+
+    if is_dataset(path):
+        raise RunError(f"{path} is a Parquet dataset; matrix reads JSONL: ng-traj convert {path} -o FILE.jsonl first")
+    refuse_parquet_file(path)
