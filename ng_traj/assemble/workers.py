@@ -109,7 +109,7 @@ def run_parallel(
     Raises:
         Exception: Whatever a worker raised unexpectedly (the build stops).
     """
-    jobs = max(1, min(jobs, os.cpu_count() or 1, -(-len(slots) // CHUNK)))  # more could only wait
+    jobs = max(1, min(jobs, _cpus(), -(-len(slots) // CHUNK)))  # more could only wait
     pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=(options, encode))
     try:
         yield _results(pool, slots, jobs)
@@ -119,6 +119,13 @@ def run_parallel(
             for worker in multiprocessing.active_children():  # none unless the pool lost track of one
                 worker.kill()
                 worker.join()
+
+
+def _cpus() -> int:
+    """CPUs this process may run on (its affinity where the platform tells it, else the machine's)."""
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
 
 
 def _results(pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int) -> Iterator[tuple[Slot, Outcome]]:
