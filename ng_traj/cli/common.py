@@ -1,8 +1,9 @@
 """What every command shares: error handling, exit codes, diagnostics output, progress.
 
 Exit codes (PRODUCT.md §6, §10.15): 0 success (warnings allowed), 1 data errors, 2 usage or tool
-errors, 130 interrupted, 141 standard output closed early. Expected errors print one red line and no traceback; ``--debug`` adds the
-traceback of unexpected ones. Colour follows ``NO_COLOR`` and is off when stderr is not a terminal.
+errors, 130 interrupted, 141 standard output closed early. Expected errors print one red line and
+no traceback; ``--debug`` adds the traceback of unexpected ones. Colour follows ``NO_COLOR`` and is
+off when stderr is not a terminal.
 """
 
 from __future__ import annotations

@@ -95,11 +95,7 @@ def interrupt(signum: int, frame: object) -> None:
 
 @contextlib.contextmanager
 def deferred_interrupts() -> Iterator[None]:
-    """Run a short block that must not be cut in the middle; an interrupt met inside is raised at its end.
-
-    (Blocking the signals would not do: the handler runs in the main thread whichever thread the
-    signal reaches, and pyarrow's threads do not block them.)
-    """
+    """Run a short block that must not be cut in the middle; an interrupt met inside is raised at its end."""
     _deferring.append(True)
     try:
         yield
