@@ -8,10 +8,13 @@ root are read together (cross-agent spawns); an unreadable store, a non-object e
 two stores are gaps (the key is dropped); a child whose ``spawnedBy`` and ``parentSessionKey``
 disagree is excluded with ``subagent_parent_ambiguous``; parent links that form a cycle (ng-traj) are
 cut at the cycle's smallest key, reported (``parent_cycle``) and given ``cyclic_subagent_parent``;
-order is root, then layer by layer with children sorted by key. A transcript is found by the basename of ``sessionFile`` inside the store's
-own folder, then ``<sessionId>.jsonl``, then (ng-traj) the newest ``<sessionId>.jsonl.reset.*`` /
-``.deleted.*`` archive; it must be a regular file, not a symlink, inside the agents root. A missing
-transcript gives ``agent_transcript_unavailable`` (invocation = key, detail = sessionId).
+order is root, then layer by layer with children sorted by key. A transcript is found by the
+basename of ``sessionFile`` inside the store's own folder, then ``<sessionId>.jsonl``, then
+(ng-traj) the newest ``<sessionId>.jsonl.reset.*`` / ``.deleted.*`` archive; it must be a regular
+file, not a symlink, inside the agents root (one that is not is reported when the tree is loaded:
+``session_path_refused``). A missing transcript gives ``agent_transcript_unavailable``
+(invocation = key, detail = sessionId). Entries of the wrong shape are reported
+(``openclaw_entry_invalid``) when the stores are indexed.
 """
 
 from __future__ import annotations
