@@ -48,6 +48,9 @@ def test_schema_check_command_reports_drift(tmp_path):
     (tmp_path / file_name("ng_trajectory")).write_text("{}")
     result = run_cli("schema", "ng_trajectory", "--check", "--dir", tmp_path)
     assert result.exit_code == 1 and "out of date" in result.stderr
+    assert f"run `ng-traj schema --write --dir {tmp_path}`" in result.stderr
+    assert run_cli("schema", "--check", "--write", "--dir", tmp_path).exit_code == 2
+    assert (tmp_path / file_name("ng_trajectory")).read_text() == "{}"
 
 
 def _validator(name):

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Annotated
 
 import typer
+from rich.markup import escape
 
 from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stderr_console
 from ng_traj.diagnostics import RunError
@@ -30,6 +31,8 @@ def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
 
     if name is not None and name not in SCHEMA_MODELS:
         raise RunError(f"unknown schema {name!r}; choose from {', '.join(SCHEMA_MODELS)}")
+    if write and check:
+        raise RunError("--write and --check: give one (--check compares without writing)")
     names = [name] if name else list(SCHEMA_MODELS)
     if not (write or check):
         for each in names:
@@ -52,6 +55,7 @@ def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
             handle.write(text.encode("utf-8"))
         console.print(f"wrote {target}")
     if stale:
-        console.print(f"[red]out of date:[/] {', '.join(stale)} (run `ng-traj schema --write`)")
+        again = "ng-traj schema --write" + (f" --dir {directory}" if directory != Path("schemas") else "")
+        console.print(f"[red]out of date:[/] {escape(', '.join(stale))} (run `{escape(again)}`)")
         return EXIT_DATA
     return EXIT_OK
