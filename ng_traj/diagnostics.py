@@ -83,6 +83,7 @@ BUILD_CODES: dict[str, str] = {
     "hermes_session_forms_differ": "a session's forms (state.db, snapshot, gateway transcript) hold different messages; the chosen one is named",
     "hermes_store_unused": "a gateway sessions.json naming no session among the inputs",
     "hermes_column_invalid": "a state.db JSON column (tool_calls, reasoning details) that is not JSON; the message is kept without it",
+    "hermes_time_invalid": "a state.db session's started_at or ended_at that is not a time; no duration",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
     "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
 }

@@ -236,3 +236,15 @@ def test_files_forced_as_hermes_are_read_and_their_damage_reported(tmp_path: Pat
         "error[invalid_utf8]",
         "error[invalid_json]",
     ]
+
+
+def test_session_times_that_are_not_times_are_reported(tmp_path: Path) -> None:
+    db = build_db(_export(), tmp_path / "state.db")
+    with sqlite3.connect(db) as connection:
+        connection.execute("UPDATE sessions SET started_at = 'yesterday' WHERE id = ?", (ROOT,))
+    result = _build(db, out=tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert [line.split(": ", 1)[1] for line in result.stderr.splitlines() if "hermes_time_invalid" in line] == [
+        f"warning[hermes_time_invalid]: session {ROOT}: started_at 'yesterday' not a time; its duration is unknown"
+    ]
+    assert _trajectories(tmp_path / "out.jsonl")[ROOT]["invocations"][0]["duration_ms"] is None

@@ -244,8 +244,23 @@ def _invocation(session: str, form: SessionForm | None, parent: str | None, tree
     )
 
 
+def _report_times(tree: Tree, sink: DiagnosticSink) -> None:
+    """Warn of ``sessions`` times that are not times (their invocation gets no duration)."""
+    for session, row in sorted(tree.rows.items()):
+        bad = [
+            f"{key} {row[key]!r}"
+            for key in ("started_at", "ended_at")
+            if row.get(key) is not None and _time(row[key]) is None
+        ]
+        if bad:
+            path = next((form.path for form in tree.forms.get(session, []) if form.form == "state.db"), None)
+            message = f"session {session}: {' and '.join(bad)} not a time; its duration is unknown"
+            sink.add(Diagnostic("warning", "hermes_time_invalid", message, path=path))
+
+
 def build_tree(tree: Tree, sink: DiagnosticSink) -> NativeObservations:
     """The observations of one session tree (module docstring gives the rules)."""
+    _report_times(tree, sink)
     chosen = {session: choose_form(session, forms, sink) for session, forms in tree.forms.items()}
     built = _Built(observations=NativeObservations(AgentObservationBundle(source=SOURCE)))
     parents = _parents(tree, chosen, built)
