@@ -72,6 +72,7 @@ BUILD_CODES: dict[str, str] = {
     "session_ambiguous": "a native session claimed by several rollouts; used for none",
     "session_repeated": "unattributed native sessions with one session id; each built, with the same rollout id",
     "session_path_refused": "a symlinked session file, or one outside its agents folder, was not read",
+    "native_load_failed": "a native session a reader could not read (a shape it does not expect); its observations are left out",
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
     "pi_session_version_unknown": "a pi session header whose version is not 1, 2 or 3; a newer one is read as v3",
     "pi_header_misplaced": "a pi session header after the first entry; ignored",

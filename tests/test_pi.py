@@ -268,3 +268,24 @@ def test_entries_with_non_text_ids_or_no_message_object_are_reported(tmp_path):
         (3, "pi_entry_invalid", "parentId is not text (7); the entry has no parent"),
         (4, "pi_entry_invalid", "a message entry without a message object; passed over"),
     ]
+
+
+def test_a_session_its_reader_fails_on_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):
+    from ng_traj.sources.pi import PiReader
+
+    def broken(self, unit, sink):
+        raise TypeError("unhashable type: 'list'")
+
+    monkeypatch.setattr(PiReader, "load", broken)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", FIXTURES / "build" / "retained_run" / "input", PI / "kind_header.jsonl", "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "error[native_load_failed]: session kind_header could not be read (TypeError: unhashable type" in (
+        result.stderr
+    )
+    assert len(out.read_bytes().splitlines()) == 14  # the retained run's 13 and the session's own
+    header = {"type": ["session"], "version": 3, "id": "x"}
+    odd = tmp_path / "odd.jsonl"
+    odd.write_bytes(orjson.dumps(header) + b"\n")
+    result = run_cli("build", odd, "-o", out)
+    assert result.exit_code == 1 and "internal error" not in result.stderr

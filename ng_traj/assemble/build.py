@@ -39,7 +39,7 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
 from ng_traj.roles import CallUsage, RoleTally, call_usage
 from ng_traj.sources.capture import collect_capture
-from ng_traj.sources.native import READERS
+from ng_traj.sources.native import READERS, load_unit
 from ng_traj.sources.rollouts import EXPLICIT_ID, load_row
 from ng_traj.writers.jsonl import SERIALISE_ERRORS, payloads_as_text, record_json, row_json
 from ng_traj.writers.parquet_rows import Extras
@@ -244,7 +244,9 @@ def _natives(
             message = f"the row carries {reader.source} observations; session {unit.key} not read (decision 6)"
             sink.add(Diagnostic("info", "native_superseded", message, path=unit.anchor or unit.paths[0]))
             continue
-        observations = reader.load(unit, sink)
+        observations = load_unit(unit, sink)
+        if observations is None:
+            continue
         totals.update(observations.session_totals)
         loaded.append(resolve_native(observations, capture.records if options.capture_enabled else None))
     return loaded

@@ -30,7 +30,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import read_json_objects
 from ng_traj.sources.capture import INCOMPLETE_SUFFIX, CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
-from ng_traj.sources.native import READERS, NativeUnit
+from ng_traj.sources.native import READERS, NativeUnit, load_unit
 from ng_traj.sources.rollouts import Identity, identity, is_rollout_row, recorded_run_ids, task_from_rollout_id
 
 _DIGITS = re.compile(r"(\d+)")
@@ -240,7 +240,8 @@ def _attribute_units(
 
 def _tool_sets(unit: NativeUnit) -> list[frozenset[str]]:
     """The exact tool-call id sets of a unit's model calls (loads the unit; diagnostics come at build)."""
-    calls = READERS[unit.reader].load(unit, DiagnosticSink()).calls
+    observations = load_unit(unit, DiagnosticSink())
+    calls = observations.calls if observations is not None else []
     return [call.tool_call_ids for call in calls if call.tool_call_ids]
 
 

@@ -98,7 +98,15 @@ def claims(path: Path) -> list[Claim]:
     else:
         sniffed = Sniffed(path, None)
     sniffers = [*SNIFFERS, *(reader.sniff for reader in READERS.values())]
-    return [claim for sniffer in sniffers if (claim := sniffer(sniffed)) is not None]
+    return [claim for sniffer in sniffers if (claim := _sniff(sniffer, sniffed)) is not None]
+
+
+def _sniff(sniffer: Callable[[Sniffed], Claim | None], sniffed: Sniffed) -> Claim | None:
+    """A sniffer's claim; one that trips over an unexpected shape (a list where text belongs) claims nothing."""
+    try:
+        return sniffer(sniffed)
+    except (TypeError, AttributeError, KeyError, ValueError):
+        return None
 
 
 def walk(path: Path, on_error: Callable[[OSError], None] | None = None) -> Iterator[Path]:

@@ -131,9 +131,12 @@ def is_store(value: Any) -> bool:
 
 def is_gateway_line(value: Any) -> bool:
     """True for a gateway transcript line (a message dict with an ISO ``timestamp``)."""
-    if not isinstance(value, dict) or value.get("role") not in MESSAGE_ROLES or not value.keys() <= MESSAGE_KEYS:
+    if not isinstance(value, dict) or not value.keys() <= MESSAGE_KEYS:
         return False
-    return value.get("role") == "session_meta" or isinstance(value.get("timestamp"), str)
+    role = value.get("role")
+    if not isinstance(role, str) or role not in MESSAGE_ROLES:
+        return False
+    return role == "session_meta" or isinstance(value.get("timestamp"), str)
 
 
 def snapshot_messages(value: dict[str, Any]) -> list[dict[str, Any]]:

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Protocol
 
 from ng_traj.contract import AgentObservationBundle, TrajectoryModelCall
-from ng_traj.diagnostics import DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.sources.sniff import Claim, Sniffed
 
 
@@ -118,6 +118,17 @@ def register(reader: NativeReader) -> NativeReader:
     """Add ``reader`` to :data:`READERS` (its ``name`` is also the input kind its sniffer claims)."""
     READERS[reader.name] = reader
     return reader
+
+
+def load_unit(unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations | None:
+    """Read one unit with its reader; ``None`` (reported as ``native_load_failed``) when the reader
+    fails on a shape it does not expect, so that one session, not the run, is lost."""
+    try:
+        return READERS[unit.reader].load(unit, sink)
+    except Exception as exc:
+        message = f"session {unit.key} could not be read ({type(exc).__name__}: {exc}); its observations are left out"
+        sink.add(Diagnostic("error", "native_load_failed", message, path=unit.anchor or unit.paths[0]))
+        return None
 
 
 def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:

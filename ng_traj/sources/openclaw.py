@@ -66,7 +66,8 @@ def is_pi_family(first: Any) -> bool:
         return False
     if first.get("type") == "session" or first.get("kind") == "header":
         return True
-    return first.get("type") in PI_ENTRY_TYPES and "id" in first and "parentId" in first
+    kind = first.get("type")
+    return isinstance(kind, str) and kind in PI_ENTRY_TYPES and "id" in first and "parentId" in first
 
 
 def pinchbench_run(path: Path) -> str | None:
