@@ -99,7 +99,7 @@ def command(
         json_output=json_output,
         quiet=quiet,
         max_line_bytes=max_line_bytes,
-        stdout_is_terminal=sys.stdout.isatty(),
+        stdout_is_terminal=sys.stdout is not None and sys.stdout.isatty(),  # None when the shell closed it
         jobs=jobs,
     )
     guarded(debug, lambda: run(request))
