@@ -515,15 +515,26 @@ def test_attached_rows_of_rollouts_without_a_row_keep_their_identity_when_built_
     assert "producer_trajectory_identity_mismatch" not in {g["code"] for g in rebuilt["3-0"]["gaps"]}
 
 
-def test_any_number_of_corrupt_lines_at_the_start_of_a_rollouts_file_does_not_hide_it(tmp_path):
+@pytest.mark.parametrize(
+    ("start", "reported"),
+    [
+        (b'{"_ng_task_index": 0, "resp\n' * 40, "41 invalid_json"),  # the 40 added and the fixture's own
+        (b'{"type": "output_text", "text": "partial"}\n', "task_input_rows"),  # JSON, but no rollout row
+    ],
+    ids=["corrupt_lines", "stray_fragment"],
+)
+def test_lines_at_the_start_of_a_rollouts_file_do_not_hide_it(tmp_path, start, reported):
     folder = tmp_path / "in"
     shutil.copytree(RETAINED, folder)
     rows = (folder / "rollouts.jsonl").read_bytes()
-    (folder / "rollouts.jsonl").write_bytes(b'{"_ng_task_index": 0, "resp\n' * 40 + rows)
+    (folder / "rollouts.jsonl").write_bytes(start + rows)
     result = run_cli("build", folder, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 0, result.stderr
-    reported = [line for line in result.stderr.splitlines() if "rollouts.jsonl:" in line and "invalid_json" in line]
-    assert len(reported) == 41  # the 40 added and the fixture's own corrupt line
+    corrupt = [line for line in result.stderr.splitlines() if "rollouts.jsonl:" in line and "invalid_json" in line]
+    if reported == "task_input_rows":
+        assert "rollouts.jsonl: info[task_input_rows]: 1 row(s) are task inputs" in result.stderr
+    else:
+        assert f"{len(corrupt)} invalid_json" == reported
     assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)
 
 

@@ -17,7 +17,7 @@ from ng_traj.sources import registry  # noqa: F401  (registers the native reader
 from ng_traj.sources.capture import capture_rollout_id
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts import is_rollout_row
-from ng_traj.sources.sniff import Claim, Sniffed, first_record, json_named
+from ng_traj.sources.sniff import Claim, Sniffed, first_record, json_named, later_records
 
 KINDS = ("rollouts", "capture")
 """Kinds ng-traj builds from; ``--as`` accepts these."""
@@ -92,11 +92,19 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
 def claims(path: Path) -> list[Claim]:
     """All claims on one file (the caller reports zero or several)."""
     if capture_rollout_id(path.name) is not None:
-        sniffed = Sniffed(path, None)
-    elif json_named(path):
-        sniffed = Sniffed(path, first_record(path))
-    else:
-        sniffed = Sniffed(path, None)
+        return _claims(Sniffed(path, None))
+    if not json_named(path):
+        return _claims(Sniffed(path, None))
+    found = _claims(Sniffed(path, first_record(path)))
+    if found or ".jsonl" not in path.name:
+        return found
+    for record in later_records(path):  # a first record nothing claims (a stray fragment) does not hide the file
+        if found := _claims(Sniffed(path, record)):
+            return found
+    return []
+
+
+def _claims(sniffed: Sniffed) -> list[Claim]:
     sniffers = [*SNIFFERS, *(reader.sniff for reader in READERS.values())]
     return [claim for sniffer in sniffers if (claim := _sniff(sniffer, sniffed)) is not None]
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -56,17 +58,33 @@ def first_record(path: Path) -> Any:
 
 
 def _first_line_value(handle: Any, limit: int | None) -> Any:
+    return next(_line_values(handle, limit), None)
+
+
+def _line_values(handle: Any, limit: int | None) -> Iterator[Any]:
+    """The JSON values of the lines read (up to ``limit`` non-blank lines, or every line)."""
     seen = 0
     while limit is None or seen < limit:
         line = handle.readline(SNIFF_LINE_BYTES)
         if not line:
-            return None
+            return
         line = line.removeprefix(BOM).strip()
         if not line:
             continue
         seen += 1
         try:
-            return orjson.loads(line)
+            yield orjson.loads(line)
         except orjson.JSONDecodeError:
             continue
-    return None
+
+
+def later_records(path: Path) -> Iterator[Any]:
+    """The JSON values of the :data:`SNIFF_LINES` lines after the first JSON line of a JSON Lines file
+    (a sniffer that cannot tell the first record, a stray fragment say, looks at these)."""
+    try:
+        with open(path, "rb") as handle:
+            values = _line_values(handle, None)
+            next(values, None)
+            yield from itertools.islice(values, SNIFF_LINES)
+    except OSError:
+        return
