@@ -61,6 +61,7 @@ BUILD_CODES: dict[str, str] = {
     "rollout_identity_unavailable": "a rollout row without identity keys; identified by file and line",
     "capture_record_invalid": "a capture line that does not build a model-call record or has none of its keys",
     "capture_duplicate_conflict": "two stores hold different lines with the same model_call_id",
+    "capture_call_repeated": "a model_call_id repeated within one capture file; the first line is kept",
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
     "value_out_of_range": "an integer too large for a Parquet int64 column was written as null",
     "payload_as_text": "open values nested too deep for the JSON writers were written as JSON text",

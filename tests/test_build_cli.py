@@ -548,3 +548,14 @@ def test_a_manifest_row_naming_an_unknown_run_is_reported_at_its_line(tmp_path):
     result = run_cli("build", run_a, "-o", tmp_path / "out.jsonl", "--manifest", manifest)
     assert result.exit_code == 0, result.stderr
     assert f"{manifest}:2: warning[manifest_run_unknown]: run 'nowhere.jsonl' names no rollouts file" in result.stderr
+
+
+def test_a_call_repeated_within_one_capture_file_is_kept_once(tmp_path):
+    folder = tmp_path / "in"
+    shutil.copytree(RETAINED, folder)
+    capture = folder / "capture" / "0-0.capture.jsonl"
+    capture.write_bytes(capture.read_bytes() + capture.read_bytes().splitlines(keepends=True)[0])
+    result = run_cli("build", folder, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{capture}:4: warning[capture_call_repeated]: model_call_id {1:032x} repeats line 1" in result.stderr
+    assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)

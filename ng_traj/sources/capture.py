@@ -166,11 +166,9 @@ def collect_capture(
         calls, invalid = read_capture_file(entry.capture, entry.store, sink, max_line_bytes)
         evidence.invalid += invalid
         per_store.append(calls)
-    if len(per_store) <= 1:
-        evidence.calls = per_store[0] if per_store else []
-        return evidence
     merged = [call for calls in per_store for call in calls]
-    merged.sort(key=_multi_store_order)
+    if len(per_store) > 1:
+        merged.sort(key=_multi_store_order)
     evidence.calls = _deduplicate(merged, sink)
     return evidence
 
@@ -181,22 +179,29 @@ def _multi_store_order(call: CapturedCall) -> tuple[bool, float, str, int]:
 
 
 def _deduplicate(calls: list[CapturedCall], sink: DiagnosticSink) -> list[CapturedCall]:
-    """Collapse calls sharing a ``model_call_id`` across stores; keep the lexically first store's copy."""
+    """Collapse calls sharing a ``model_call_id``; keep the lexically first store's copy (its first line).
+
+    A repeat inside one file (ng-traj; the reference would fail the projection on the duplicate id
+    and lose every call of the rollout) is reported as ``capture_call_repeated``.
+    """
     by_id: dict[str, list[CapturedCall]] = {}
     for call in calls:
         if call.record.model_call_id:
             by_id.setdefault(call.record.model_call_id, []).append(call)
     dropped: set[int] = set()
     for call_id, copies in by_id.items():
-        stores = {copy.store for copy in copies}
-        if len(copies) < 2 or len(stores) < 2:
+        if len(copies) < 2:
             continue
         keep = min(copies, key=lambda c: (c.store, c.line))
         for copy in copies:
             if copy is keep:
                 continue
             dropped.add(id(copy))
-            if copy.exchange != keep.exchange:
+            if copy.path == keep.path:
+                same = "" if copy.exchange == keep.exchange else ", with different content"
+                message = f"model_call_id {call_id} repeats line {keep.line}{same}; the first kept"
+                sink.add(Diagnostic("warning", "capture_call_repeated", message, path=copy.path, line=copy.line))
+            elif copy.exchange != keep.exchange:
                 sink.add(
                     Diagnostic(
                         "warning",
