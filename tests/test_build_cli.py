@@ -539,15 +539,18 @@ def test_lines_at_the_start_of_a_rollouts_file_do_not_hide_it(tmp_path, start, r
 
 
 def test_a_manifest_row_naming_an_unknown_run_is_reported_at_its_line(tmp_path):
-    run_a = _two_runs(tmp_path)[0]
+    run_a, _, store = _two_runs(tmp_path)
+    (store / "0-0.capture.jsonl").unlink()
     rows = [
-        {"rollout_id": "0-0", "path": "store/0-0.capture.jsonl", "run": "run_a.jsonl"},
-        {"rollout_id": "0-0", "path": "store/odd-name.jsonl", "run": "nowhere.jsonl"},
+        {"rollout_id": "0-0", "path": "store/odd-name.jsonl", "kind": "capture", "run": "nowhere.jsonl"},
     ]
     manifest = _write_jsonl(tmp_path / "manifest.jsonl", rows)
     result = run_cli("build", run_a, "-o", tmp_path / "out.jsonl", "--manifest", manifest)
     assert result.exit_code == 0, result.stderr
-    assert f"{manifest}:2: warning[manifest_run_unknown]: run 'nowhere.jsonl' names no rollouts file" in result.stderr
+    assert f"{manifest}:1: warning[manifest_run_unknown]: run 'nowhere.jsonl' names no rollouts file" in result.stderr
+    # As the warning says, the row's artifact attaches by rollout id alone.
+    (record,) = _records(tmp_path / "out.jsonl")
+    assert [call["model_call_id"] for call in record["model_calls"]] == ["2" * 32]
 
 
 def test_a_call_repeated_within_one_capture_file_is_kept_once(tmp_path):

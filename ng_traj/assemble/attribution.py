@@ -74,6 +74,21 @@ def runs_named(name: str, runs: Iterable[str]) -> set[str]:
     return {run for run in runs if run == name or Path(run).name == name or run.endswith("/" + name)}
 
 
+def manifest_runs(named: Iterable[str], known: set[str], every_run: Iterable[str]) -> set[str]:
+    """The runs holding a rollout id (``known``) that the manifest's ``run`` values ``named`` name.
+
+    All of ``known`` when nothing is named, or when the names match no run of the build at all (the
+    artifacts then attach by rollout id alone, as ``manifest_run_unknown`` says).
+    """
+    named = [name for name in named if name]
+    if not named:
+        return set(known)
+    runs = {match for name in named for match in runs_named(name, known)}
+    if not runs and not any(runs_named(name, every_run) for name in named):
+        return set(known)
+    return runs
+
+
 class CaptureIds:
     """Model-call identifiers of every captured call of the build, to the capture rollout ids holding them.
 
@@ -167,7 +182,7 @@ def attribute(
     rollout = rollouts[0]
     known = rows.runs_by_id.get(rollout, set())
     named = {run for _, run in targets if run}
-    runs = {match for name in named for match in runs_named(name, known)} if named else known
+    runs = manifest_runs(named, known, rows.labels)
     if len(runs) == 1 and runs <= known:
         return Attribution(row=(rollout, next(iter(runs))), reason=method)
     if not known and rollout in rows.capture_ids:

@@ -21,6 +21,7 @@ from ng_traj.assemble.attribution import (
     RowIndex,
     RowKey,
     attribute,
+    manifest_runs,
     run_label_map,
     runs_named,
 )
@@ -147,7 +148,7 @@ def plan(
     for (rollout, manifest_run), stores in inputs.capture.items():
         files = [stores[store] for store in sorted(stores)]
         known = index.runs_by_id.get(rollout, set())
-        runs = runs_named(manifest_run, known) if manifest_run else known
+        runs = manifest_runs([manifest_run] if manifest_run else [], known, index.labels)
         if len(runs) == 1 and (rollout, next(iter(runs))) not in index.repeated:
             attached.setdefault((rollout, next(iter(runs))), []).extend(files)
         else:
