@@ -78,7 +78,7 @@ BUILD_CODES: dict[str, str] = {
     "pi_session_version_unknown": "a pi session header whose version is not 1, 2 or 3; a newer one is read as v3",
     "pi_header_misplaced": "a pi session header after the first entry; ignored",
     "openclaw_entry_invalid": "an OpenClaw sessions.json entry that is not an object, or whose sessionId/sessionFile/spawnedBy/parentSessionKey is not text",
-    "pi_entry_invalid": "a pi entry whose id/parentId is not text, or a message entry without a message object",
+    "pi_entry_invalid": "a pi entry whose id/parentId/type is not text, or a message entry without a message object, text role or readable content",
     "hermes_db_unreadable": "a Hermes state.db (its private copy) could not be opened or queried; sessions it holds are not built",
     "hermes_schema_version_unknown": "a state.db schema_version newer than 23 or not recorded; the known columns were read",
     "hermes_session_duplicate": "a session id in two state.db files; the first (in path order) is used",

@@ -259,6 +259,9 @@ def test_entries_with_non_text_ids_or_no_message_object_are_reported(tmp_path):
         {"type": "message", "id": 7, "parentId": None, "timestamp": "2026-01-01T00:00:01Z", "message": None},
         {"type": "message", "id": "b", "parentId": 7, "timestamp": "2026-01-01T00:00:02Z", "message": {}},
         {"type": "message", "id": "c", "parentId": "b", "timestamp": "2026-01-01T00:00:03Z", "message": None},
+        {"type": ["message"], "id": "d", "parentId": "c", "timestamp": "2026-01-01T00:00:04Z", "message": {}},
+        {"type": "message", "id": "e", "parentId": "d", "message": {"role": {"r": 1}, "content": "x"}},
+        {"type": "message", "id": "f", "parentId": "e", "message": {"role": "user", "content": 12345}},
     ]
     path.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
     seen = []
@@ -267,6 +270,9 @@ def test_entries_with_non_text_ids_or_no_message_object_are_reported(tmp_path):
         (2, "pi_entry_invalid", "id is not text (7); the entry is named after its line"),
         (3, "pi_entry_invalid", "parentId is not text (7); the entry has no parent"),
         (4, "pi_entry_invalid", "a message entry without a message object; passed over"),
+        (5, "pi_entry_invalid", "type is not text (['message']); passed over"),
+        (6, "pi_entry_invalid", "message role is not text ({'r': 1}); passed over"),
+        (7, "pi_entry_invalid", "message content is neither text nor a list of blocks (int); not read"),
     ]
 
 

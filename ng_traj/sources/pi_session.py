@@ -178,14 +178,24 @@ def _migrate_v1_compactions(entries: list[Entry]) -> None:
 
 
 def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
-    """What makes an entry unusable in part: (v2+) an ``id``/``parentId`` that is not text, or a
-    ``message`` entry without a message object; ``None`` when nothing is wrong."""
+    """What makes an entry unusable in part: (v2+) an ``id``/``parentId`` that is not text, a
+    ``type`` that is not text, or a ``message`` entry without a message object, a text role or
+    readable content; ``None`` when nothing is wrong."""
     effects = {"id": "the entry is named after its line", "parentId": "the entry has no parent"}
     for key, effect in effects.items():
         if version > 1 and raw.get(key) is not None and not isinstance(raw[key], str):
             return f"{key} is not text ({raw[key]!r}); {effect}"
-    if raw.get("type") == "message" and not isinstance(raw.get("message"), dict):
+    if not isinstance(raw.get("type"), str):
+        return f"type is not text ({raw.get('type')!r}); passed over"
+    message = raw.get("message")
+    if raw["type"] != "message":
+        return None
+    if not isinstance(message, dict):
         return "a message entry without a message object; passed over"
+    if not isinstance(message.get("role"), str):
+        return f"message role is not text ({message.get('role')!r}); passed over"
+    if not isinstance(message.get("content", ""), str | list):
+        return f"message content is neither text nor a list of blocks ({type(message['content']).__name__}); not read"
     return None
 
 
