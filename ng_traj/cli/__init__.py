@@ -54,10 +54,15 @@ def main() -> None:
     signal.signal(signal.SIGTERM, interrupt)
     try:
         app()
+        code = 0
+    except SystemExit as exc:
+        code = exc.code
     except (KeyboardInterrupt, Exception) as exc:
-        # An interrupt outside a command's own handling (while Typer builds the command), or one a
-        # library wrapped (pydantic while a command imports its models): the recorded signal says so.
+        # An interrupt outside a command's own handling, or one a library wrapped (pydantic while a
+        # command imports its models): the recorded signal says so.
         if isinstance(exc, Exception) and not was_interrupted():
             raise
+        code = EXIT_INTERRUPTED
+    if code == EXIT_INTERRUPTED:  # said here once, wherever it was caught (Typer exits 130 silently)
         stderr_console().print("[yellow]interrupted[/]")
-        raise SystemExit(EXIT_INTERRUPTED) from None
+    raise SystemExit(code)

@@ -83,9 +83,7 @@ def command(
     success (warnings allowed), 1 when a named input yields nothing (or nothing at all is built:
     the output is then left as it was), 2 for usage errors.
     """
-    from ng_traj.cli.build_run import BuildRequest, run
-
-    request = BuildRequest(
+    settings = dict(
         inputs=inputs,
         output=output,
         output_format=output_format,
@@ -102,4 +100,10 @@ def command(
         stdout_is_terminal=sys.stdout is not None and sys.stdout.isatty(),  # None when the shell closed it
         jobs=jobs,
     )
-    guarded(debug, lambda: run(request))
+    guarded(debug, lambda: _run(settings))
+
+
+def _run(settings: dict) -> int:
+    from ng_traj.cli.build_run import BuildRequest, run  # imported here, where an interrupt is handled
+
+    return run(BuildRequest(**settings))

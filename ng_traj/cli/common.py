@@ -50,8 +50,7 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
         console.print(f"[bold red]error:[/] {escape(str(exc))}")
         code = EXIT_USAGE
     except KeyboardInterrupt:
-        console.print("[yellow]interrupted[/]")
-        code = EXIT_INTERRUPTED
+        code = EXIT_INTERRUPTED  # said by the entry point (``cli.main``)
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, but not with success, since the output (or
         # the validation) did not finish; 141 is what a process killed by SIGPIPE reports.
@@ -60,7 +59,6 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
         code = EXIT_BROKEN_PIPE
     except Exception as exc:
         if was_interrupted():  # the interrupt surfaced wrapped in another exception
-            console.print("[yellow]interrupted[/]")
             code = EXIT_INTERRUPTED
         else:
             if debug:
