@@ -194,7 +194,7 @@ def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
         return "a message entry without a message object; passed over"
     if not isinstance(message.get("role"), str):
         return f"message role is not text ({message.get('role')!r}); passed over"
-    if not isinstance(message.get("content", ""), str | list):
+    if message.get("content") is not None and not isinstance(message["content"], str | list):
         return f"message content is neither text nor a list of blocks ({type(message['content']).__name__}); not read"
     return None
 
