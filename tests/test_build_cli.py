@@ -562,3 +562,13 @@ def test_a_call_repeated_within_one_capture_file_is_kept_once(tmp_path):
     assert result.exit_code == 0, result.stderr
     assert f"{capture}:4: warning[capture_call_repeated]: model_call_id {1:032x} repeats line 1" in result.stderr
     assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)
+
+
+def test_a_rollouts_file_whose_lines_hold_lone_surrogates_is_recognised(tmp_path):
+    rows = [orjson.loads(line) for line in (RETAINED / "rollouts.jsonl").read_bytes().splitlines()[:6]]
+    source = tmp_path / "rollouts.jsonl"
+    source.write_bytes(b"".join(orjson.dumps(row)[:-1] + b', "note": "x\\udc00"}\n' for row in rows))
+    result = run_cli("build", source, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr.count("warning[lone_surrogate]") == 6
+    assert len(_records(tmp_path / "out.jsonl")) == 6

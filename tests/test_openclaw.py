@@ -138,7 +138,7 @@ def test_a_session_id_naming_a_file_outside_the_agents_folder_is_refused_and_sai
     refused = [line for line in stderr.splitlines() if "[session_path_refused]" in line]
     assert refused == [
         f"{sessions}/../../../../secret.jsonl: warning[session_path_refused]: session agent:main:subagent:child: "
-        f"{sessions}/../../../../secret.jsonl is a symlink or outside the agents folder; not read"
+        f"{sessions}/../../../../secret.jsonl lies outside the agents folder; not read"
     ]
     gap = ("agent_transcript_unavailable", "agent:main:subagent:child", "../../../../secret")
     assert gap in _gaps(record)

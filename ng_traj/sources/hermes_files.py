@@ -26,11 +26,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.lines import iter_json_lines, not_an_object
+from ng_traj.io.lines import BOM, decode_line, iter_json_lines, not_an_object
 
 MESSAGE_KEYS = frozenset(
     {
@@ -97,13 +95,17 @@ def utc_seconds(value: Any) -> tuple[float | None, bool]:
 
 
 def read_json_file(path: Path, sink: DiagnosticSink) -> Any:
-    """The JSON value of a whole ``.json`` file, or ``None`` with an ``unreadable_file`` error."""
+    """The JSON value of a whole ``.json`` file (a lone surrogate repaired, with a warning, as for a
+    line), or ``None`` with an ``unreadable_file`` or ``invalid_json`` error."""
     try:
-        return orjson.loads(path.read_bytes())
-    except (OSError, orjson.JSONDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else f"not JSON ({exc})"
-        sink.add(Diagnostic("error", "unreadable_file", str(reason), path=str(path)))
+        data = path.read_bytes()
+    except OSError as exc:
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         return None
+    value, problem = decode_line(data.removeprefix(BOM).strip(), (str(path), 1, 0), at_eof=True)
+    if problem is not None:
+        sink.add(problem)
+    return value
 
 
 def is_snapshot(value: Any) -> bool:

@@ -206,8 +206,8 @@ class OpenClawReader:
         nodes, gaps = discover_tree(stores, hints["root"], root_transcript)
         for node in nodes:
             refused = None if node.transcript else refused_transcript(stores.entries[node.key], stores.root)
-            if refused is not None:
-                message = f"session {node.key}: {refused} is a symlink or outside the agents folder; not read"
+            if refused is not None and not refused.is_symlink():  # a symlink was reported when indexed
+                message = f"session {node.key}: {refused} lies outside the agents folder; not read"
                 sink.add(Diagnostic("warning", "session_path_refused", message, path=str(refused)))
         observed = [
             _tree_session(node.key, node.parent, node.transcript, sink, child=position > 0)

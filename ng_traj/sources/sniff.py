@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
+from ng_traj.io.lines import BOM, decode_line
 
 SNIFF_LINE_BYTES = 64 << 20
 SNIFF_JSON_BYTES = 64 << 20
@@ -35,8 +35,6 @@ SNIFF_LINES = 16
 first line does not hide a file). A file named as JSON Lines is read until its first JSON value, so
 that any number of corrupt lines at its start cannot hide the rest."""
 
-BOM = b"\xef\xbb\xbf"
-
 
 def json_named(path: Path) -> bool:
     """Whether ``path`` is named as JSON Lines (also archives such as ``x.jsonl.reset.<ts>``) or JSON."""
@@ -50,11 +48,17 @@ def first_record(path: Path) -> Any:
     try:
         with open(path, "rb") as handle:
             if path.suffix == ".json":
-                data = handle.read(SNIFF_JSON_BYTES + 1).removeprefix(BOM)
-                return orjson.loads(data) if len(data) <= SNIFF_JSON_BYTES else None
+                data = handle.read(SNIFF_JSON_BYTES + 1).removeprefix(BOM).strip()
+                return _value(data) if len(data) <= SNIFF_JSON_BYTES else None
             return _first_line_value(handle, None if ".jsonl" in path.name else SNIFF_LINES)
-    except (OSError, orjson.JSONDecodeError):
+    except OSError:
         return None
+
+
+def _value(data: bytes) -> Any:
+    """The JSON value of ``data`` as the readers take it (a lone surrogate repaired), or ``None``."""
+    value, problem = decode_line(data, ("", 0, 0), at_eof=True)
+    return None if problem is not None and problem.severity == "error" else value
 
 
 def _first_line_value(handle: Any, limit: int | None) -> Any:
@@ -72,10 +76,9 @@ def _line_values(handle: Any, limit: int | None) -> Iterator[Any]:
         if not line:
             continue
         seen += 1
-        try:
-            yield orjson.loads(line)
-        except orjson.JSONDecodeError:
-            continue
+        value = _value(line)
+        if value is not None:
+            yield value
 
 
 def later_records(path: Path) -> Iterator[Any]:
