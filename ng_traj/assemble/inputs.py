@@ -94,6 +94,15 @@ class Inputs:
         self.capture_named[str(path)] = named
 
 
+def _has_content(path: Path) -> bool:
+    """Whether the file holds anything but whitespace (read until the first byte that is not)."""
+    with open(path, "rb") as handle:
+        while chunk := handle.read(1 << 16):
+            if chunk.strip():
+                return True
+    return False
+
+
 def _report(sink: DiagnosticSink, code: str, path: Path, message: str, named_directly: bool) -> None:
     severity = "warning" if named_directly else "info"
     sink.add(Diagnostic(severity, code, message, path=str(path)))  # type: ignore[arg-type]
@@ -194,7 +203,9 @@ def _classify(
         _report(sink, "forced_kind_mismatch", file, f"read as {forced} as asked, though it looks like {looks}", True)
     if not kinds:
         inputs.by_kind["unclaimed"] += 1
-        if json_named(file) and os.path.getsize(file) and first_record(file) is None:
+        if json_named(file) and not _has_content(file):
+            _report(sink, "input_unclaimed", file, "empty (or blank lines only); skipped", directly)
+        elif json_named(file) and first_record(file) is None:
             what = "not JSON" if file.suffix == ".json" else "no line is JSON"
             message = f"{what} (corrupt or truncated?); no reader can tell what it is; skipped"
             sink.add(Diagnostic("error", "input_unclaimed", message, path=str(file)))
