@@ -30,7 +30,7 @@ from ng_traj.assemble.rollout import (
     validated_bundle,
     without_payloads,
 )
-from ng_traj.contract import AgentObservationBundle, ContextCompactionObservation, ObservationGap, TrajectoryRecord
+from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
@@ -42,7 +42,7 @@ from ng_traj.sources.capture import collect_capture
 from ng_traj.sources.native import READERS, load_unit
 from ng_traj.sources.rollouts import EXPLICIT_ID, load_row
 from ng_traj.writers.jsonl import SERIALISE_ERRORS, payloads_as_text, record_json, row_json
-from ng_traj.writers.parquet_rows import Extras
+from ng_traj.writers.parquet_rows import Extras, extras_of
 
 
 @dataclass(frozen=True)
@@ -339,7 +339,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         )
     if options.redactor is not None:
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
-    extras = _extras(row, bundles.values, options.redactor)
+    extras = extras_of(row, bundles.values, options.redactor.value if options.redactor else None)
     built = Built(record, slot, None, failed, extras, dict(bundles.session_totals))
     if options.attach:
         attached, attachments = _attached_row(row, record, bundles.joined, capture, options)
@@ -355,24 +355,6 @@ def _first_error(exc: Exception) -> str:
         where = ".".join(str(part) for part in error["loc"])
         return f"{where}: {error['msg']}" if where else error["msg"]
     return f"{type(exc).__name__}: {exc}"
-
-
-def _extras(row: dict[str, Any] | None, bundles: list[Any], redactor: Redactor | None) -> Extras:
-    """Parquet-only values: the row's agent name, the first bundle's producer, every compaction (masked
-    like the record under ``--redact``)."""
-    agent_ref = row.get("agent_ref") if row is not None else None
-    agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
-    projected = [bundle for bundle in bundles if isinstance(bundle, AgentObservationBundle)]
-    compactions = [
-        (bundle.source, record.model_dump(mode="json"))
-        for bundle in projected
-        for record in bundle.records
-        if isinstance(record, ContextCompactionObservation)
-    ]
-    if redactor is not None:
-        compactions = [(source, redactor.value(compaction)) for source, compaction in compactions]
-    producer = projected[0].source if projected else None
-    return Extras(agent if isinstance(agent, str) else None, producer, compactions)
 
 
 def _attached_row(

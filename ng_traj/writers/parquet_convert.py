@@ -21,13 +21,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ng_traj.contract import AgentObservationBundle, ContextCompactionObservation, TrajectoryRecord
+from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.validate import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.writers.jsonl import record_json
 from ng_traj.writers.parquet import open_dataset, read_dataset
-from ng_traj.writers.parquet_rows import Extras
+from ng_traj.writers.parquet_rows import Extras, extras_of
 
 
 @dataclass
@@ -61,19 +61,6 @@ def _bundle(row: dict[str, Any], sink: DiagnosticSink, path: str, line: int) -> 
         return False, None
 
 
-def _row_extras(row: dict[str, Any], bundle: AgentObservationBundle | None) -> Extras:
-    agent_ref = row.get("agent_ref")
-    agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
-    if bundle is None:
-        return Extras(agent if isinstance(agent, str) else None)
-    compactions = [
-        (bundle.source, record.model_dump(mode="json"))
-        for record in bundle.records
-        if isinstance(record, ContextCompactionObservation)
-    ]
-    return Extras(agent if isinstance(agent, str) else None, bundle.source, compactions)
-
-
 def jsonl_to_dataset(
     source: Path, target: str | Path, sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> Converted:
@@ -98,7 +85,7 @@ def jsonl_to_dataset(
             if record is None or not usable:
                 counts.skipped += 1
                 continue
-            for problem in dataset.add(record, _row_extras(row, bundle) if is_row else Extras()):
+            for problem in dataset.add(record, extras_of(row, [bundle]) if is_row else Extras()):
                 sink.add(Diagnostic("warning", "value_out_of_range", problem, path=name, line=line.line))
             counts.written += 1
     return counts

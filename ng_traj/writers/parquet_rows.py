@@ -25,13 +25,20 @@ so a row holds exactly what the JSONL line holds; :func:`record_value` rebuilds 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
-from ng_traj.contract import TrajectoryModelCall, TrajectoryRecord, TrajectoryToolCall, TrajectoryTurn
+from ng_traj.contract import (
+    AgentObservationBundle,
+    ContextCompactionObservation,
+    TrajectoryModelCall,
+    TrajectoryRecord,
+    TrajectoryToolCall,
+    TrajectoryTurn,
+)
 from ng_traj.writers.jsonl import dumps
 
 
@@ -48,6 +55,25 @@ class Extras:
     agent: str | None = None
     producer: str | None = None
     compactions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+
+
+def extras_of(
+    row: Mapping[str, Any] | None, bundles: Iterable[Any], mask: Callable[[Any], Any] | None = None
+) -> Extras:
+    """The Parquet-only values of a trajectory: the row's ``agent_ref.name``, the first observation
+    bundle's ``source`` (bundles in precedence order; values that are not bundles skipped), and every
+    compaction of the bundles (passed through ``mask``, the ``--redact`` masking, when given)."""
+    agent_ref = row.get("agent_ref") if row is not None else None
+    agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
+    projected = [bundle for bundle in bundles if isinstance(bundle, AgentObservationBundle)]
+    compactions = []
+    for bundle in projected:
+        for record in bundle.records:
+            if isinstance(record, ContextCompactionObservation):
+                dumped = record.model_dump(mode="json")
+                compactions.append((bundle.source, mask(dumped) if mask is not None else dumped))
+    producer = projected[0].source if projected else None
+    return Extras(agent if isinstance(agent, str) else None, producer, compactions)
 
 
 def _json(value: Any) -> bytes | None:
