@@ -32,9 +32,9 @@ from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
-from ng_traj.sources.capture_record import token_stats
+from ng_traj.sources.capture.record import token_stats
 from ng_traj.sources.detect import walk
-from ng_traj.sources.rollouts import is_rollout_row
+from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import first_record
 from ng_traj.validate import findings_from_error, is_bare_trajectory
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from ng_traj.sources.capture_record import cache_signal, derive_record, parse_arguments, token_stats
-from ng_traj.sources.sse import reassemble
+from ng_traj.sources.capture.record import cache_signal, derive_record, parse_arguments, token_stats
+from ng_traj.sources.capture.sse import reassemble
 
 POLICY = {"type": "responses_api_models", "name": "policy_model"}
 

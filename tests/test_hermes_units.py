@@ -10,15 +10,15 @@ from pathlib import Path
 import pytest
 
 from ng_traj.sources.detect import claims
-from ng_traj.sources.hermes_files import session_totals, utc_seconds
-from ng_traj.sources.hermes_messages import (
+from ng_traj.sources.hermes.files import session_totals, utc_seconds
+from ng_traj.sources.hermes.messages import (
     failed_result,
     invocation_status,
     is_compaction_summary,
     normalise,
     reasoning_items,
 )
-from ng_traj.sources.hermes_sharegpt import sharegpt_messages
+from ng_traj.sources.hermes.sharegpt import sharegpt_messages
 
 
 @pytest.mark.parametrize(

@@ -8,8 +8,8 @@ from ng_traj.assemble.judge import merge_judge_calls
 from ng_traj.assemble.rollout import record_mapping
 from ng_traj.contract.base import ModelServerRef
 from ng_traj.roles import judge_server, may_be_judge, parse_roles, role_of
-from ng_traj.sources.capture_record import derive_record
-from ng_traj.sources.judge import is_response, read_judge_calls
+from ng_traj.sources.capture.record import derive_record
+from ng_traj.sources.judge.records import is_response, read_judge_calls
 
 JUDGE_REF = {"type": "responses_api_models", "name": "judge_model"}
 

@@ -7,7 +7,7 @@ import pytest
 
 from conftest import FIXTURES, run_cli
 from ng_traj.diagnostics import DiagnosticSink
-from ng_traj.sources.pi_session import read_session, timestamp_seconds
+from ng_traj.sources.pi.session import read_session, timestamp_seconds
 
 PI = FIXTURES / "pi"
 N = None
@@ -277,7 +277,7 @@ def test_entries_with_non_text_ids_or_no_message_object_are_reported(tmp_path):
 
 
 def test_a_session_its_reader_fails_on_is_reported_and_the_run_goes_on(tmp_path, monkeypatch):
-    from ng_traj.sources.pi import PiReader
+    from ng_traj.sources.pi.reader import PiReader
 
     def broken(self, unit, sink):
         raise TypeError("unhashable type: 'list'")

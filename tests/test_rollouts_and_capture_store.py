@@ -9,8 +9,8 @@ import pytest
 from ng_traj.assemble.build import aggregate, capture_attachment
 from ng_traj.assemble.rollout import capture_from_evidence
 from ng_traj.diagnostics import DiagnosticSink
-from ng_traj.sources.capture import CaptureFiles, capture_rollout_id, collect_capture
-from ng_traj.sources.rollouts import IdentityError, identity, rollout_id, task_from_rollout_id, task_id
+from ng_traj.sources.capture.store import CaptureFiles, capture_rollout_id, collect_capture
+from ng_traj.sources.rollouts.rows import IdentityError, identity, rollout_id, task_from_rollout_id, task_id
 
 POLICY = {"type": "responses_api_models", "name": "policy"}
 

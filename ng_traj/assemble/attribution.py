@@ -21,8 +21,8 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import ObservationGap
-from ng_traj.sources.capture import CaptureFiles
-from ng_traj.sources.capture_record import derived_response, tool_calls_and_reasoning
+from ng_traj.sources.capture.record import derived_response, tool_calls_and_reasoning
+from ng_traj.sources.capture.store import CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import NativeUnit
 

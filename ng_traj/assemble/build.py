@@ -38,9 +38,9 @@ from ng_traj.io.atomic import check_interrupted
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
 from ng_traj.roles import CallUsage, RoleTally, call_usage
-from ng_traj.sources.capture import collect_capture
+from ng_traj.sources.capture.store import collect_capture
 from ng_traj.sources.native import READERS, load_unit
-from ng_traj.sources.rollouts import EXPLICIT_ID, load_row
+from ng_traj.sources.rollouts.rows import EXPLICIT_ID, load_row
 from ng_traj.writers.jsonl import SERIALISE_ERRORS, payloads_as_text, record_json, row_json
 from ng_traj.writers.parquet_rows import Extras, extras_of
 

@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
-from ng_traj.sources.capture import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
+from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
-from ng_traj.sources.rollouts import run_name
+from ng_traj.sources.rollouts.rows import run_name
 from ng_traj.sources.sniff import first_record, json_named
 
 

@@ -1,7 +1,7 @@
 """Judge calls of a rollout row, merged with the calls already known for the rollout.
 
 Decision 21 (PRODUCT.md §10.21), by exact identifiers only. A judge call read from the row
-(``sources/judge.py``) names a known call when it has the same ``model_call_id`` (when the judge
+(``sources/judge/records.py``) names a known call when it has the same ``model_call_id`` (when the judge
 entry records one), else the same response id on a server that can be a judge
 (``roles.may_be_judge``: with ``--role NAME=judge`` given, exactly those servers, which makes the
 key the exact ``(model_ref, response_id)``). Known calls are looked up in this order:
@@ -35,7 +35,7 @@ from ng_traj.assemble.rollout import record_mapping
 from ng_traj.contract import ObservationGap
 from ng_traj.contract.base import ModelServerRef
 from ng_traj.roles import judge_server, may_be_judge, ref_name
-from ng_traj.sources.judge import JudgeCall, SkippedJudgeRecord, read_judge_calls
+from ng_traj.sources.judge.records import JudgeCall, SkippedJudgeRecord, read_judge_calls
 
 JUDGE_RECORD_GAP = "model_call_from_judge_record"
 _PAYLOADS = (("request", "request_raw"), ("response", "response_raw"))

@@ -29,10 +29,10 @@ from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import read_json_objects
-from ng_traj.sources.capture import INCOMPLETE_SUFFIX, CaptureFiles
+from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS, NativeUnit, load_unit
-from ng_traj.sources.rollouts import Identity, identity, is_rollout_row, recorded_run_ids, task_from_rollout_id
+from ng_traj.sources.rollouts.rows import Identity, identity, is_rollout_row, recorded_run_ids, task_from_rollout_id
 
 _DIGITS = re.compile(r"(\d+)")
 

@@ -26,7 +26,7 @@ from ng_traj.assemble.project import (
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ModelCallRecord, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.conversation import validate_items
-from ng_traj.sources.capture import CaptureEvidence
+from ng_traj.sources.capture.store import CaptureEvidence
 
 REDACTION_GAP = "multimodal_history_redacted"
 

@@ -14,9 +14,9 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.sources import registry  # noqa: F401  (registers the native readers)
-from ng_traj.sources.capture import capture_rollout_id
+from ng_traj.sources.capture.store import capture_rollout_id
 from ng_traj.sources.native import READERS
-from ng_traj.sources.rollouts import is_rollout_row
+from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import Claim, Sniffed, first_record, json_named, later_records
 
 KINDS = ("rollouts", "capture")

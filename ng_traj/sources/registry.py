@@ -1,8 +1,11 @@
 """The native readers of this build: importing a reader module registers it (``sources/native.py``).
 
-A new producer is one module in ``sources/`` that calls ``register`` at import, plus one import here.
+A new producer is one package in ``sources/`` whose ``reader`` module calls ``register`` at import,
+plus one import here.
 """
 
 from __future__ import annotations
 
-from ng_traj.sources import hermes, openclaw, pi  # noqa: F401
+from ng_traj.sources.hermes import reader as hermes  # noqa: F401
+from ng_traj.sources.openclaw import reader as openclaw  # noqa: F401
+from ng_traj.sources.pi import reader as pi  # noqa: F401

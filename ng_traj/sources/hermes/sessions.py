@@ -37,8 +37,8 @@ from typing import Any
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ContextCompactionObservation, ObservationGap
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.sources.hermes_files import SessionForm, utc_seconds
-from ng_traj.sources.hermes_messages import call_id_of, is_compaction_summary, normalise, text_of, tool_calls_of
+from ng_traj.sources.hermes.files import SessionForm, utc_seconds
+from ng_traj.sources.hermes.messages import call_id_of, is_compaction_summary, normalise, text_of, tool_calls_of
 from ng_traj.sources.native import NativeObservations
 
 SOURCE = "hermes"

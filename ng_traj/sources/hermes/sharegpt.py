@@ -15,7 +15,7 @@ no ``tool`` turn after them. A line carries no Hermes session id: the invocation
 ``<file name>:<line>`` with ``hermes_session_id_unavailable``.
 
 The turns become Hermes message dicts (``reasoning`` from the think block) and go through the same
-normalisation as every other form (``hermes_messages``).
+normalisation as every other form (``messages``).
 """
 
 from __future__ import annotations

@@ -28,7 +28,7 @@ from pydantic import ValidationError
 from ng_traj.contract.capture import ModelCallRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, iter_json_lines, not_an_object
-from ng_traj.sources.capture_record import derive_record, is_capture_line
+from ng_traj.sources.capture.record import derive_record, is_capture_line
 
 VALID_ID = re.compile(r"[A-Za-z0-9._-]+")
 RAW_KEYS = {"latency_total_ms": "latency_ms"}

@@ -3,10 +3,10 @@
 NeMo Gym reads no Hermes file (it observes Hermes in-process, gym-reference §7.5); this reader
 rebuilds the same observations from what Hermes itself writes (producer-formats §4):
 
-* ``state.db`` (+ ``-wal``/``-shm``), every schema version (``hermes_db``);
+* ``state.db`` (+ ``-wal``/``-shm``), every schema version (``db``);
 * ``session_<id>.json`` snapshots of both eras and gateway ``<id>.jsonl`` transcripts with the
-  ``sessions.json`` store (``hermes_files``);
-* ``trajectory_samples.jsonl`` / ``failed_trajectories.jsonl`` ShareGPT lines (``hermes_sharegpt``).
+  ``sessions.json`` store (``files``);
+* ``trajectory_samples.jsonl`` / ``failed_trajectories.jsonl`` ShareGPT lines (``sharegpt``).
 
 A *unit* is a session tree: the sessions linked by ``parent_session_id`` in ``state.db`` (sub-agents
 and compression continuations), each with every form the inputs hold of it; a ShareGPT line is a
@@ -28,8 +28,8 @@ from typing import Any
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import decode_line, iter_json_lines
-from ng_traj.sources import hermes_db as db
-from ng_traj.sources.hermes_files import (
+from ng_traj.sources.hermes import db
+from ng_traj.sources.hermes.files import (
     SessionForm,
     is_gateway_line,
     is_request_dump,
@@ -42,8 +42,8 @@ from ng_traj.sources.hermes_files import (
     snapshot_messages,
     utc_seconds,
 )
-from ng_traj.sources.hermes_sessions import SOURCE, Tree, build_tree
-from ng_traj.sources.hermes_sharegpt import is_sharegpt, sharegpt_messages
+from ng_traj.sources.hermes.sessions import SOURCE, Tree, build_tree
+from ng_traj.sources.hermes.sharegpt import is_sharegpt, sharegpt_messages
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.sniff import Claim, Sniffed

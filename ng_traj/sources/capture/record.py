@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from ng_traj.contract.capture import ModelCallRecord
-from ng_traj.sources.sse import reassemble
+from ng_traj.sources.capture.sse import reassemble
 
 
 def token_count(value: Any) -> int | None:

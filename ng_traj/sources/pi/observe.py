@@ -34,8 +34,8 @@ from ng_traj.contract import (
 )
 from ng_traj.contract.conversation import validate_items
 from ng_traj.sources.native import NativeCall
-from ng_traj.sources.pi_conversation import conversation, tool_call_id
-from ng_traj.sources.pi_session import Entry, Session, timestamp_seconds
+from ng_traj.sources.pi.conversation import conversation, tool_call_id
+from ng_traj.sources.pi.session import Entry, Session, timestamp_seconds
 
 DIALECTS = {
     "anthropic-messages": "messages",

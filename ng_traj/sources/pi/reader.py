@@ -1,12 +1,12 @@
 """Pi coding-agent session files (``~/.pi/agent/sessions/--<cwd>--/<time>_<id>.jsonl``).
 
-Format and versions: ``sources/pi_session.py`` (producer-formats.md §2). One session file is one
+Format and versions: ``sources/pi/session.py`` (producer-formats.md §2). One session file is one
 unit and one invocation whose id is the header's session id; its status comes from the last assistant
 message on the active path, with NeMo Gym's pi table (gym-reference.md §7.6): ``stop`` completed,
 ``error`` failed, ``aborted`` / ``length`` incomplete, anything else unknown with
 ``invocation_outcome_unavailable``. Core pi has no sub-agents, so every invocation carries
 ``subagent_hierarchy_unavailable``, as in the reference. Transcripts that belong to OpenClaw are
-left to ``sources/openclaw.py``.
+left to ``sources/openclaw/reader.py``.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ from pathlib import Path
 from ng_traj.contract import AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
-from ng_traj.sources.openclaw import is_openclaw_transcript, is_pi_family
-from ng_traj.sources.pi_observe import observe, response_ids
-from ng_traj.sources.pi_session import read_session
+from ng_traj.sources.openclaw.reader import is_openclaw_transcript, is_pi_family
+from ng_traj.sources.pi.observe import observe, response_ids
+from ng_traj.sources.pi.session import read_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
 

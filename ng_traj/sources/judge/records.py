@@ -13,7 +13,7 @@ response, which the collector writes into the rollout row (NeMo Gym ``07d6b0d07`
   ``{"error": ...}``); those are not model calls and are reported as skipped.
 
 Each response becomes a ``ModelCallRecord`` derived exactly as a capture line would be
-(``sources/capture_record.py``: dialect ``responses``, response id, model, status, finish reason,
+(``sources/capture/record.py``: dialect ``responses``, response id, model, status, finish reason,
 token counts with the null-vs-0 rule, tool calls, reasoning). The row does not record the HTTP
 status, the times, the latency or the model server, so those stay null; ``model_ref`` is set only
 when the caller knows the judge server (exactly one ``--role NAME=judge``). An entry may carry a
@@ -28,7 +28,7 @@ from typing import Any
 
 from ng_traj.contract import ModelCallRecord
 from ng_traj.contract.base import ModelServerRef
-from ng_traj.sources.capture_record import derive_record
+from ng_traj.sources.capture.record import derive_record
 
 JUDGE_KEYS = ("judge_evaluations", "judge_response")
 

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ng_traj.contract import ObservationGap
-from ng_traj.sources.pi_session import Entry
+from ng_traj.sources.pi.session import Entry
 
 COMPACTION_PREFIX = (
     "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"

@@ -26,7 +26,7 @@ import orjson
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
-from ng_traj.sources.openclaw_store import (
+from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
     Stores,
     discover_tree,
@@ -35,8 +35,8 @@ from ng_traj.sources.openclaw_store import (
     refused_transcript,
     tree_roots,
 )
-from ng_traj.sources.pi_observe import SessionObservation, observe, response_ids
-from ng_traj.sources.pi_session import read_session
+from ng_traj.sources.pi.observe import SessionObservation, observe, response_ids
+from ng_traj.sources.pi.session import read_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
 OPENCLAW_CUSTOM = ("model-snapshot", "openclaw")
