@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
+from ng_traj.checks import findings_from_error, is_bare_trajectory
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
@@ -36,7 +37,6 @@ from ng_traj.sources.capture.record import token_stats
 from ng_traj.sources.detect import walk
 from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import first_record
-from ng_traj.validate import findings_from_error, is_bare_trajectory
 
 TRAJECTORY_KEYS = frozenset({"schema_version", "task_id", "rollout_id"})
 PRODUCER_TRAJECTORY = "ng_trajectory"

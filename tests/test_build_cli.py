@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from conftest import FIXTURES, run_cli, shared_dir
-from ng_traj.validate import check_line
+from ng_traj.checks import check_line
 
 RETAINED = FIXTURES / "build" / "retained_run" / "input"
 RETAINED_EXPECTED = FIXTURES / "build" / "retained_run" / "expected.jsonl"

@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from conftest import FIXTURES, run_cli
-from ng_traj.validate import check_line
+from ng_traj.checks import check_line
 
 BUILD = FIXTURES / "build"
 C = "{:032x}".format

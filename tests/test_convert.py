@@ -6,7 +6,7 @@ import orjson
 import pyarrow.parquet as pq
 
 from conftest import FIXTURES, run_cli
-from ng_traj.validate import TRAJECTORY_MISSING, check_line
+from ng_traj.checks import TRAJECTORY_MISSING, check_line
 
 RETAINED = FIXTURES / "build" / "retained_run"
 

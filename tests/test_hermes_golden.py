@@ -19,7 +19,7 @@ import orjson
 import pytest
 
 from conftest import FIXTURES, run_cli
-from ng_traj.validate import check_line
+from ng_traj.checks import check_line
 
 HERMES = FIXTURES / "hermes"
 N = None

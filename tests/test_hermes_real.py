@@ -22,7 +22,7 @@ import pytest
 from test_hermes_golden import build_db
 
 from conftest import run_cli, shared_dir
-from ng_traj.validate import check_line
+from ng_traj.checks import check_line
 
 LAYOUT = {
     "hermes_gateway-transcript_context-compaction-injected.jsonl": "sessions/20260529_194259_6c5c20.jsonl",

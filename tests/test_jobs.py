@@ -18,8 +18,9 @@ from test_hermes_golden import materialise
 
 from conftest import FIXTURES
 from ng_traj.assemble import workers
-from ng_traj.assemble.build import BuildOptions, encode_line, run_slots
+from ng_traj.assemble.build import BuildOptions, encode_line
 from ng_traj.assemble.pipeline import prepare
+from ng_traj.assemble.run import run_slots
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.io.atomic import interrupt
 

@@ -17,7 +17,7 @@ import orjson
 import pytest
 
 from conftest import run_cli, shared_dir
-from ng_traj.validate import check_line
+from ng_traj.checks import check_line
 
 
 def _lines(path: Path) -> list[dict]:

@@ -1,4 +1,4 @@
-"""Running a build: assemble each planned slot and hand the result to the writer.
+"""Assembling one rollout: a planned slot to its trajectory record and the payload the writer takes.
 
 Each slot is assembled from its own artifacts only (its row, re-read by byte offset; its capture
 files; its bundles), so slots are independent and memory is bounded by the largest rollout.
@@ -6,10 +6,8 @@ files; its bundles), so slots are independent and memory is bounded by the large
 
 from __future__ import annotations
 
-import contextlib
-import gc
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,10 +32,9 @@ from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryR
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.atomic import check_interrupted
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
-from ng_traj.roles import CallUsage, RoleTally, call_usage
+from ng_traj.roles import CallUsage, call_usage
 from ng_traj.sources.capture.store import collect_capture
 from ng_traj.sources.native import READERS, load_unit
 from ng_traj.sources.rollouts.rows import EXPLICIT_ID, load_row
@@ -161,40 +158,6 @@ def outcome(index: int, built: Built, encode: Encode) -> Outcome:
         session_totals=built.session_totals,
         diagnostics=tuple(built.notes),
     )
-
-
-@dataclass
-class BuildTally:
-    """Totals over written trajectories."""
-
-    trajectories: int = 0
-    by_origin: Counter[str] = field(default_factory=Counter)
-    gaps_by_code: Counter[str] = field(default_factory=Counter)
-    model_calls: int = 0
-    tool_calls: int = 0
-    invocations: int = 0
-    projection_failures: int = 0
-    by_named: Counter[str] = field(default_factory=Counter)
-    session_totals: Counter[str] = field(default_factory=Counter)
-    by_role: RoleTally = field(default_factory=RoleTally)
-
-    def add(self, slot: Slot, done: Outcome) -> None:
-        self.trajectories += 1
-        self.by_origin[_origin(slot)] += 1
-        self.gaps_by_code.update(done.gap_codes)
-        self.invocations += done.counts[0]
-        self.model_calls += done.counts[1]
-        self.tool_calls += done.counts[2]
-        self.projection_failures += done.failed
-        self.by_named.update(slot.named)
-        self.session_totals.update(done.session_totals)
-        self.by_role.add(done.usage)
-
-
-def _origin(slot: Slot) -> str:
-    if slot.path is None:
-        return "capture_without_row" if slot.capture else "session_without_row"
-    return "rollout_row" if slot.identity.derived else "rollout_row_without_identity"
 
 
 def _identity_gap(slot: Slot) -> list[ObservationGap]:
@@ -423,65 +386,5 @@ def strip_capture_payloads(attachment: dict[str, Any]) -> dict[str, Any]:
     return {**attachment, "calls": stripped}
 
 
-def run_slots(
-    slots: list[Slot],
-    options: BuildOptions,
-    sink: DiagnosticSink,
-    write: Callable[[Any], Any],
-    on_slot: Callable[[Slot], None] | None = None,
-    *,
-    encode: Encode = encode_line,
-    jobs: int = 1,
-) -> BuildTally:
-    """Assemble every slot in order, writing each payload as soon as it is built.
-
-    With ``jobs`` > 1 slots are assembled in that many worker processes (``assemble/workers.py``);
-    payloads, diagnostics and the tally are the same as with one.
-    """
-    tally = BuildTally(by_role=RoleTally(options.roles))
-    with young_collections(), _assembled(slots, options, sink, encode, jobs) as done_slots:
-        for slot, done in done_slots:
-            check_interrupted()  # an interrupt whose exception a finalizer swallowed stops the build here
-            for diagnostic in done.diagnostics:
-                sink.add(diagnostic)
-            write(done.payload)
-            tally.add(slot, done)
-            if on_slot is not None:
-                on_slot(slot)
-    return tally
-
-
-@contextlib.contextmanager
-def _assembled(
-    slots: list[Slot], options: BuildOptions, sink: DiagnosticSink, encode: Encode, jobs: int
-) -> Iterator[Iterator[tuple[Slot, Outcome]]]:
-    """``(slot, outcome)`` in slot order, assembled here or in ``jobs`` workers (stopped when the block ends)."""
-    if jobs > 1:
-        from ng_traj.assemble.workers import run_parallel
-
-        with run_parallel(slots, options, encode, jobs) as done_slots:
-            yield done_slots
-        return
-    yield ((slot, outcome(i, assemble_slot(slot, options, sink), encode)) for i, slot in enumerate(slots))
-
-
 BUILD_GC_THRESHOLD = (50_000, 20, 100)
 """Cycle-collector thresholds while building (Python's default is 700, 10, 10)."""
-
-
-@contextlib.contextmanager
-def young_collections() -> Iterator[None]:
-    """Keep the cycle collector off the long-lived objects (modules, schemas, the plan) while building.
-
-    A rollout's objects die with it (reference counting frees them), so full collections would only
-    walk the objects that live for the whole build, again and again; they are frozen instead and the
-    collector runs less often. Restored afterwards.
-    """
-    threshold = gc.get_threshold()
-    gc.freeze()
-    gc.set_threshold(*BUILD_GC_THRESHOLD)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*threshold)
-        gc.unfreeze()

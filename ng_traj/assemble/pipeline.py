@@ -11,9 +11,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ng_traj.assemble.build import BuildOptions, BuildTally, Encode, encode_line, run_slots
+from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.inputs import Inputs, discover
 from ng_traj.assemble.plan import PlanStats, Slot, plan
+from ng_traj.assemble.run import BuildTally, run_slots
 from ng_traj.diagnostics import LINE_SKIP_CODES, DiagnosticSink
 from ng_traj.sources.manifest import ManifestEntry
 

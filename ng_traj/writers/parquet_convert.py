@@ -21,10 +21,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ng_traj.checks import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
-from ng_traj.validate import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.writers.jsonl import record_json
 from ng_traj.writers.parquet import open_dataset, read_dataset
 from ng_traj.writers.parquet_rows import Extras, extras_of

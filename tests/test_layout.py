@@ -1,0 +1,81 @@
+"""The code's layout: one package per producer, and no import cycles between modules."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+import ng_traj
+
+ROOT = Path(ng_traj.__file__).parent
+PRODUCERS = ("capture", "rollouts", "judge", "pi", "openclaw", "hermes")
+
+
+def _modules() -> dict[str, Path]:
+    modules = {}
+    for path in ROOT.rglob("*.py"):
+        parts = path.relative_to(ROOT.parent).with_suffix("").parts
+        modules[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return modules
+
+
+def _imports(path: Path, modules: dict[str, Path]) -> set[str]:
+    """Modules of ng_traj that ``path`` imports anywhere (function-local imports included)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("ng_traj"):
+            submodules = {f"{node.module}.{alias.name}" for alias in node.names} & modules.keys()
+            found |= submodules or ({node.module} & modules.keys())
+        elif isinstance(node, ast.Import):
+            found |= {alias.name for alias in node.names} & modules.keys()
+    return found
+
+
+def _cycle_from(start: str, graph: dict[str, set[str]]) -> list[str] | None:
+    stack = [(start, [start])]
+    seen = set()
+    while stack:
+        node, path = stack.pop()
+        for target in sorted(graph[node]):
+            if target == start:
+                return [*path, start]
+            if target not in seen:
+                seen.add(target)
+                stack.append((target, [*path, target]))
+    return None
+
+
+def test_no_import_cycles() -> None:
+    modules = _modules()
+    graph = {name: _imports(path, modules) - {name} for name, path in modules.items()}
+    cycles = [cycle for name in sorted(graph) if (cycle := _cycle_from(name, graph))]
+    assert cycles == []
+
+
+@pytest.mark.parametrize("producer", PRODUCERS)
+def test_each_producer_is_a_package_stating_its_format(producer: str) -> None:
+    package = importlib.import_module(f"ng_traj.sources.{producer}")
+    assert package.__file__ is not None and package.__file__.endswith("__init__.py")
+    doc = package.__doc__ or ""
+    assert "Reads:" in doc and "Entry points:" in doc
+    targets = [line.split("`")[1] for line in doc.splitlines() if line.startswith("* :")]
+    assert targets, "the docstring names no entry point"
+    for target in targets:
+        assert _resolve(target) is not None, target
+
+
+def _resolve(dotted: str) -> object:
+    """The module or module attribute a dotted name in a docstring names."""
+    module, _, attribute = dotted.rpartition(".")
+    try:
+        return importlib.import_module(dotted)
+    except ModuleNotFoundError:
+        return getattr(importlib.import_module(module), attribute, None)
+
+
+def test_sources_has_no_loose_producer_modules() -> None:
+    shared = {"__init__", "detect", "sniff", "native", "registry", "lineage", "manifest"}
+    assert {path.stem for path in (ROOT / "sources").glob("*.py")} == shared
