@@ -182,12 +182,11 @@ def test_compactions_come_from_the_projected_bundles(tmp_path):
 
 
 def _sql_blocks() -> list[str]:
-    readme = (ROOT / "README.md").read_text()
-    section = readme.split("### Parquet datasets", 1)[1].split("\n## ", 1)[0]
-    return re.findall(r"```sql\n(.*?)```", section, flags=re.S)
+    page = (ROOT / "docs" / "parquet.md").read_text(encoding="utf-8")
+    return re.findall(r"```sql\n(.*?)```", page, flags=re.S)
 
 
-def test_readme_duckdb_questions(tmp_path):
+def test_docs_duckdb_questions(tmp_path):
     dataset = tmp_path / "out.parquet"
     sink = DiagnosticSink()
     inputs, slots, stats = prepare([RETAINED / "input"], sink, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
