@@ -13,7 +13,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 from ng_traj.assemble.join import join_model_call_observations
 from ng_traj.assemble.perf import ng_perf
 from ng_traj.assemble.project import ProjectionInputs, project
@@ -406,3 +406,19 @@ def test_build_writes_the_earlier_revision_on_request(tmp_path):
     refused = run_cli("build", store, "-o", tmp_path / "out.parquet", "--gym-release", "pre-0.7")
     assert refused.exit_code == 2 and "converting it to JSONL" in refused.stderr
     assert run_cli("build", store, "-o", out, "--gym-release", "0.6").exit_code == 2
+
+
+def test_validate_says_which_revision_a_file_needs(tmp_path):
+    current = FIXTURES / "build" / "retained_run" / "expected.jsonl"
+    earlier = tmp_path / "earlier.jsonl"
+    assert (
+        run_cli(
+            "build", FIXTURES / "build" / "retained_run" / "input", "-o", earlier, "--gym-release", "pre-0.7"
+        ).exit_code
+        == 0
+    )
+    for path, revision in ((current, "0.7 fields present"), (earlier, "fits both revisions")):
+        text = run_cli("validate", path)
+        assert text.exit_code == 0 and revision in text.stderr
+        summary = json.loads(run_cli("validate", path, "--json").stdout.splitlines()[-1])
+        assert summary["revision"].startswith(revision)

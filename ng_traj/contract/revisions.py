@@ -1,12 +1,14 @@
 """The two revisions of ``ng_trajectory`` 1.0, and the keys that tell them apart.
 
-Both carry ``schema_version: "1.0"``. nemo-gym 0.7.0 added keys that earlier releases' models
-(``extra="forbid"``) reject, so the version alone does not say which models accept a record:
+Both carry ``schema_version: "1.0"``, so the version alone does not say which models accept a
+record. nemo-gym 0.7.0 added:
 
 * ``model_calls[].response_metadata``: ``upstream_attempted``, ``response_source``,
-  ``upstream_status_code``, ``local_response_reason`` (the model server's execution outcome);
+  ``upstream_status_code``, ``local_response_reason`` (the model server's execution outcome),
+  which earlier releases' models reject (``extra="forbid"``);
 * conversation ``message`` items: ``phase``; ``function_call`` items: ``namespace`` (written by
-  the openai types nemo-gym 0.7.0 pins, null unless the provider set them).
+  the models nemo-gym 0.7.0 uses, null unless the provider set them), which earlier releases'
+  item models ignore (and so drop).
 
 ng-traj writes the 0.7.0 revision by default; the earlier one is the same record with those keys
 left out (``build --gym-release pre-0.7``). Records of either revision validate.
