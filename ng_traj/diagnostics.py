@@ -65,6 +65,8 @@ BUILD_CODES: dict[str, str] = {
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
     "value_out_of_range": "an integer too large for a Parquet int64 column was written as null",
     "payload_as_text": "open values nested too deep for the JSON writers were written as JSON text",
+    "earlier_release_dropped": "--gym-release pre-0.7 left out values of fields that releases before nemo-gym 0.7.0 lack",
+    "capture_not_merged": "captured calls of a row without an agent result (agent_request_failed, agent_run_error, environment_server_failed, drained): not merged, as the collector does",
     "projection_failed": "the projection raised; a minimal trajectory with the gap was written",
     "manifest_row_invalid": "a manifest row without rollout_id and path, with a path that does not exist, or an unknown kind",
     "manifest_run_unknown": "a manifest row's run names no rollouts file of the build",

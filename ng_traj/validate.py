@@ -11,7 +11,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from ng_traj.checks import check_line, check_trajectory
+from ng_traj.checks import check_line, check_trajectory, is_bare_trajectory
+from ng_traj.contract.revisions import keys_0_7
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, JsonLine, iter_json_lines, not_an_object
 from ng_traj.writers.parquet import DatasetError
@@ -20,11 +21,16 @@ from ng_traj.writers.parquet_convert import dataset_records
 
 @dataclass
 class FileResult:
-    """Counts for one validated file."""
+    """Counts for one validated file.
+
+    ``with_0_7_keys`` counts the records carrying a field nemo-gym 0.7.0 added: when it is 0 the file
+    fits both revisions of the contract; otherwise it needs nemo-gym 0.7.0's models.
+    """
 
     records: int = 0
     invalid: int = 0
     skipped: int = 0
+    with_0_7_keys: int = 0
 
 
 def validate_file(
@@ -92,6 +98,8 @@ def _validate_line(line: JsonLine, sink: DiagnosticSink, result: FileResult, nam
         return
     findings, had_trajectory = check_line(line.value)
     result.records += int(had_trajectory)
+    trajectory = line.value if is_bare_trajectory(line.value) else line.value.get("ng_trajectory")
+    result.with_0_7_keys += int(isinstance(trajectory, dict) and bool(keys_0_7(trajectory)))
     result.invalid += int(any(f.severity == "error" for f in findings))
     for finding in findings:
         sink.add(finding.at(name, line.line, line.offset))

@@ -50,3 +50,17 @@ def generated_corpus(root: Path, rollouts: int, calls: int, seed: int) -> Path:
 def small_corpus(tmp_path_factory) -> Path:
     """130 rollouts of 2-6 calls: every dialect and agent, streams, one corrupt capture line (rollout 125)."""
     return generated_corpus(tmp_path_factory.mktemp("small_corpus"), 130, 4, 11)
+
+
+def without_null_0_7_keys(record: dict) -> dict:
+    """A trajectory value without the keys nemo-gym 0.7.0 added, asserting each was null."""
+    from ng_traj.contract.revisions import ITEM_KEYS_0_7, METADATA_KEYS_0_7
+
+    for call in record["model_calls"]:
+        for key in METADATA_KEYS_0_7:
+            assert call["response_metadata"].pop(key) is None
+    for invocation in record["invocations"]:
+        for item in invocation["conversation"]:
+            for key in ITEM_KEYS_0_7.get(item.get("type"), ()):
+                assert item.pop(key, None) is None
+    return record

@@ -15,8 +15,9 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, without_null_0_7_keys
 from ng_traj.checks import check_line
+from ng_traj.contract.revisions import keys_0_7
 
 BUILD = FIXTURES / "build"
 C = "{:032x}".format
@@ -71,7 +72,6 @@ RETAINED = [
         [
             ("subagent_hierarchy_unavailable", N, N),
             ("model_call_ownership_unavailable", N, f"capture:{C(12)}:call_index=1"),
-            ("turns_unavailable", N, N),
         ],
     ),
     (
@@ -79,7 +79,7 @@ RETAINED = [
         "1",
         ["cc-session"],
         [("15", "msg_10a", (112, 9, N, 121, 100)), ("16", "msg_10b", (135, 6, N, 141, 110))],
-        [("no_sandbox_runtime", N, N), ("turns_unavailable", N, N)],
+        [("no_sandbox_runtime", N, N)],
     ),
     (
         "1-1",
@@ -222,7 +222,7 @@ LEGACY = [
         "3",
         ["root"],
         [("aa", "resp_f", (10, 2, N, 12, N))],
-        [("multimodal_history_redacted", N, N), ("turns_unavailable", N, N)],
+        [("multimodal_history_redacted", N, N)],
     ),
 ]
 
@@ -264,9 +264,18 @@ def test_retained_run_diagnostics_and_summary(tmp_path):
 
 
 def test_reprojecting_a_collector_row_is_idempotent(tmp_path):
+    """A row written by a collector before 0.7.0 comes back as it was, in the earlier revision; in the
+    0.7.0 one it only gains the new keys, null (as a 0.7.0 collector re-emitting it would write)."""
     rows = (BUILD / "legacy_attachments" / "input" / "rollouts.jsonl").read_bytes().splitlines()
-    out = (BUILD / "legacy_attachments" / "expected.jsonl").read_bytes().splitlines()
-    assert orjson.loads(out[2]) == orjson.loads(rows[2])["ng_trajectory"]
+    recorded = orjson.loads(rows[2])["ng_trajectory"]
+    out = tmp_path / "earlier.jsonl"
+    assert (
+        run_cli("build", BUILD / "legacy_attachments" / "input", "-o", out, "--gym-release", "pre-0.7").exit_code == 0
+    )
+    assert orjson.loads(out.read_bytes().splitlines()[2]) == recorded
+    current = orjson.loads((BUILD / "legacy_attachments" / "expected.jsonl").read_bytes().splitlines()[2])
+    assert keys_0_7(recorded) == [] and keys_0_7(current) != []
+    assert without_null_0_7_keys(current) == recorded
 
 
 def test_output_is_identical_whatever_the_input_order_or_location(tmp_path):

@@ -17,6 +17,7 @@ from ng_traj.contract import (
     TrajectoryModelCall,
     TrajectoryRecord,
 )
+from ng_traj.writers.jsonl import record_json
 
 POLICY = {"type": "responses_api_models", "name": "policy"}
 
@@ -170,6 +171,22 @@ def test_serialisation_emits_every_field_with_nulls_in_upstream_order():
         "status_code",
         "response_status",
         "finish_reason",
+        "upstream_attempted",
+        "response_source",
+        "upstream_status_code",
+        "local_response_reason",
+        "error_category",
+        "latency_ttft_ms",
+    ]
+    earlier = orjson.loads(record_json(record, "pre-0.7"))["model_calls"][0]["response_metadata"]
+    assert list(earlier) == [
+        "response_id",
+        "model_ref",
+        "model",
+        "dialect",
+        "status_code",
+        "response_status",
+        "finish_reason",
         "error_category",
         "latency_ttft_ms",
     ]
@@ -184,7 +201,7 @@ def test_serialisation_emits_every_field_with_nulls_in_upstream_order():
         (
             {"type": "message", "role": "user", "content": "hi"},
             "EasyInputMessage",
-            {"content": "hi", "role": "user", "type": "message"},
+            {"content": "hi", "role": "user", "type": "message", "phase": None},
         ),
         (
             {"role": "user", "content": [{"type": "input_text", "text": "x"}], "status": "completed"},
@@ -204,7 +221,15 @@ def test_serialisation_emits_every_field_with_nulls_in_upstream_order():
         (
             {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"},
             "FunctionCall",
-            {"arguments": "{}", "call_id": "c", "name": "f", "type": "function_call", "id": None, "status": None},
+            {
+                "arguments": "{}",
+                "call_id": "c",
+                "name": "f",
+                "type": "function_call",
+                "id": None,
+                "status": None,
+                "namespace": None,
+            },
         ),
         (
             {"type": "reasoning", "id": "r", "summary": [{"type": "summary_text", "text": "t"}]},

@@ -269,6 +269,7 @@ def test_forms_one_invocation_per_session_database_authoritative(tmp_path: Path)
         "type": "message",
         "role": "system",
         "content": "Prompt of 20260401_080000_forms1",
+        "phase": None,
     }
     assert inv["conversation"][-1]["content"][0]["text"] == "Bye!"
     assert "warning[hermes_session_forms_differ]" in stderr and "differ from message 4; state.db used" in stderr

@@ -100,9 +100,9 @@ def test_tables_of_the_retained_run(tmp_path):
     }
     assert {h["agent"] for h in heads} == {"math_agent", None}
     assert [h["rollout_id"] for h in heads if h["agent"] is None] == ["3-0"]
-    # Every rollout but 3-0 has one invocation; 17 model calls, 2 tool calls, 35 gaps (golden facts).
+    # Every rollout but 3-0 has one invocation; 17 model calls, 2 tool calls, 33 gaps (golden facts).
     counts = {name: len(_table(dataset, name)) for name in ("invocations", "model_calls", "tool_calls", "gaps")}
-    assert counts == {"invocations": 12, "model_calls": 17, "tool_calls": 2, "gaps": 35}
+    assert counts == {"invocations": 12, "model_calls": 17, "tool_calls": 2, "gaps": 33}
     assert _table(dataset, "compactions") == []
     second = _table(dataset, "model_calls")[1]
     # 0-0's second call (capture/0-0.capture.jsonl line 2): 35 in (20 cached), 4 out (2 reasoning), 250 ms.
@@ -206,12 +206,12 @@ def test_docs_duckdb_questions(tmp_path):
     ]
     assert slowest == [("1-0", "calc", 150.0), ("0-0", "calc", 100.0)]
     assert gaps[:4] == [
-        ("turns_unavailable", 11, 11),
+        ("turns_unavailable", 9, 9),
         ("conversation_from_rollout_record", 7, 7),
         ("model_call_capture_no_records", 3, 3),
         ("model_calls_unavailable", 3, 3),
     ]
-    assert sum(count for _, count, _ in gaps) == 35 and len(gaps) == 13
+    assert sum(count for _, count, _ in gaps) == 33 and len(gaps) == 13
 
 
 def test_validate_reads_a_dataset_and_reports_broken_rows(tmp_path):
@@ -369,8 +369,8 @@ def test_child_rows_missing_or_out_of_order_make_their_trajectory_invalid_not_si
     run_cli("build", RETAINED / "input", "-o", dataset)
     gaps, items = pq.read_table(dataset / "gaps.parquet"), pq.read_table(dataset / "conversation_items.parquet")
     expected = {
-        # the first gap row (of trajectory 1, which has three) deleted
-        "deleted": (gaps.slice(1), None, "gaps has 2 row(s) where the trajectory records 3"),
+        # the first gap row (of trajectory 1, which has two) deleted
+        "deleted": (gaps.slice(1), None, "gaps has 1 row(s) where the trajectory records 2"),
         # two gap rows of one trajectory swapped
         "swapped": (pa.concat_tables([gaps.slice(1, 1), gaps.slice(0, 1), gaps.slice(2)]), None, "gaps: gap_index"),
         # a conversation item row deleted

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from conftest import FIXTURES, ROOT, run_cli
-from ng_traj.contract.schemas import SCHEMA_MODELS, file_name, render
+from ng_traj.contract.schemas import SCHEMA_NAMES, file_name, render
 
 VALIDATE = FIXTURES / "validate"
 
@@ -37,7 +37,7 @@ MODEL_ONLY = {
 }
 
 
-@pytest.mark.parametrize("name", list(SCHEMA_MODELS))
+@pytest.mark.parametrize("name", list(SCHEMA_NAMES))
 def test_committed_schema_matches_models(name):
     committed = (ROOT / "schemas" / file_name(name)).read_text(encoding="utf-8")
     assert committed == render(name), "schemas/ drifted: run `ng-traj schema --write` and review the diff"
@@ -89,3 +89,24 @@ def test_bundle_schema_rejects_bundle_defects_it_can_express():
     validator = _validator("ng_agent_observations")
     rows = _records(VALIDATE / "defects" / "bundle_defects.jsonl")
     assert list(validator.iter_errors(rows[2]["ng_agent_observations"]))
+
+
+def test_both_revisions_have_a_schema_that_accepts_its_own_output(tmp_path):
+    current = json.loads((ROOT / "schemas" / file_name("ng_trajectory")).read_text())
+    earlier = json.loads((ROOT / "schemas" / file_name("ng_trajectory_pre_0_7")).read_text())
+    for release, accepted_by_earlier in (("0.7", False), ("pre-0.7", True)):
+        out = tmp_path / f"{release}.jsonl"
+        assert (
+            run_cli(
+                "build", FIXTURES / "build" / "retained_run" / "input", "-o", out, "--gym-release", release
+            ).exit_code
+            == 0
+        )
+        for line in out.read_bytes().splitlines():
+            record = orjson.loads(line)
+            jsonschema.validate(record, current)  # the 0.7.0 models accept records of both revisions
+            if accepted_by_earlier or not record["model_calls"]:
+                jsonschema.validate(record, earlier)
+            else:
+                with pytest.raises(jsonschema.ValidationError, match="Additional properties"):
+                    jsonschema.validate(record, earlier)

@@ -11,11 +11,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
 from pydantic import ValidationError
 
 from ng_traj.assemble.join import join_bundles
 from ng_traj.assemble.judge import JudgeMerge, judge_calls_of_row
 from ng_traj.assemble.native import resolve_native
+from ng_traj.assemble.perf import ng_perf
 from ng_traj.assemble.plan import Slot
 from ng_traj.assemble.project import ProjectionInputs, failed_projection, project_call
 from ng_traj.assemble.rollout import (
@@ -31,6 +33,7 @@ from ng_traj.assemble.rollout import (
 from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
+from ng_traj.contract.revisions import Release, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
@@ -53,6 +56,7 @@ class BuildOptions:
         redactor: Mask secrets in the output copy (``--redact``).
         roles: ``--role`` map, ``{model server name: role}`` (``roles.py``).
         max_line_bytes: ``--max-line-bytes``, for capture files (rows are checked when planned).
+        release: ``--gym-release``: the contract revision JSON output follows (``contract/revisions.py``).
     """
 
     capture_enabled: bool = False
@@ -61,6 +65,7 @@ class BuildOptions:
     redactor: Redactor | None = None
     roles: dict[str, str] = field(default_factory=dict)
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    release: Release = "0.7"
 
 
 @dataclass
@@ -80,11 +85,16 @@ class Built:
     extras: Extras = field(default_factory=Extras)
     session_totals: dict[str, int] = field(default_factory=dict)
     notes: list[Diagnostic] = field(default_factory=list)
+    release: Release = "0.7"
 
     @property
     def line(self) -> bytes:
         """The JSONL output line: the attached row, else the record (serialised only when asked for)."""
-        return self.attached if self.attached is not None else self.encoded(record_json) + b"\n"
+        return self.attached if self.attached is not None else self.encoded(self.record_json) + b"\n"
+
+    def record_json(self, record: TrajectoryRecord) -> bytes:
+        """The record's JSON in the build's contract revision."""
+        return record_json(record, self.release)
 
     def encoded(self, encode_record: Callable[[TrajectoryRecord], Any]) -> Any:
         """``encode_record(self.record)``; when a value is nested too deep for the JSON writers, the
@@ -168,12 +178,35 @@ def _identity_gap(slot: Slot) -> list[ObservationGap]:
     return [ObservationGap(code="rollout_identity_unavailable", detail=detail)]
 
 
+NO_RESULT_CLASSES = frozenset({"agent_request_failed", "agent_run_error", "environment_server_failed"})
+"""Failure classes of rows without an agent result, whose capture the collector does not merge (nemo-gym 0.7.0)."""
+
+
+def no_result_reason(row: dict[str, Any] | None) -> str | None:
+    """Why the collector of nemo-gym 0.7.0 merges no capture into ``row``: its failure class, or
+    ``dispatch drained`` for a row that was never dispatched; ``None`` for every other row."""
+    if row is None:
+        return None
+    failure = row.get("_ng_failure_class")
+    if isinstance(failure, str) and failure in NO_RESULT_CLASSES:
+        return failure
+    return "dispatch drained" if row.get("_ng_dispatch_drained") is True else None
+
+
 def _capture(slot: Slot, row: dict[str, Any] | None, options: BuildOptions, sink: DiagnosticSink) -> CaptureState:
     if options.capture_enabled and (row is None or slot.identity.derived):
         try:
             evidence = collect_capture(slot.capture, sink, options.max_line_bytes) if slot.capture else None
         except OSError:
             return capture_from_evidence(None, error=True)
+        reason = no_result_reason(row)
+        if reason is not None and evidence is not None and evidence.calls:
+            message = (
+                f"rollout {slot.identity.rollout_id}: {len(evidence.calls)} captured call(s) not merged: the row "
+                f"has no agent result ({reason}), and the collector merges no capture into such rows"
+            )
+            sink.add(Diagnostic("warning", "capture_not_merged", message, path=slot.path, line=slot.line or None))
+            return CaptureState()
         return capture_from_evidence(evidence)
     return capture_from_row(row) if row is not None else CaptureState()
 
@@ -288,6 +321,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         extra_calls=[*bundles.transcript_calls, *(project_call(call) for call in keep(judge.own_calls))],
         fallback=(lambda: fallback_invocation(row)) if row is not None else None,
         build_gaps=[*_identity_gap(slot), *slot.build_gaps, *judge.gaps],
+        resolved=row.get("resolved") if row is not None else None,
     )
     record, failed = build_trajectory(inputs)
     if failed is not None:
@@ -303,11 +337,20 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
     if options.redactor is not None:
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
     extras = extras_of(row, bundles.values, options.redactor.value if options.redactor else None)
-    built = Built(record, slot, None, failed, extras, dict(bundles.session_totals))
+    built = Built(record, slot, None, failed, extras, dict(bundles.session_totals), release=options.release)
+    if options.release == "pre-0.7" and (lost := lost_in_earlier(record)):
+        built.note(
+            "earlier_release_dropped",
+            f"values of {', '.join(lost)} left out (nemo-gym before 0.7.0 has no such fields)",
+        )
     if options.attach:
         attached, attachments = _attached_row(row, record, bundles.joined, capture, options)
-        line = built.encoded(record_json)
-        built.attached = row_json(attached, {**attachments, "ng_trajectory": line}) + b"\n"
+        line = built.encoded(built.record_json)
+        attachments["ng_trajectory"] = line
+        perf = ng_perf(built.record, attached.pop("ng_perf", None))
+        if perf is not None:
+            attachments["ng_perf"] = orjson.dumps(perf)
+        built.attached = row_json(attached, attachments) + b"\n"
     return built
 
 

@@ -1,7 +1,9 @@
 """The reference join of observation references to captured calls.
 
-Source: ``join_model_call_observations`` in ``nemo_gym/rollout_observability.py`` at ``07d6b0d07``
-(gym-reference.md §4). Exact identifiers only: a ref with a ``model_call_id`` matches calls with that
+Source: ``join_model_call_observations`` in ``nemo_gym/rollout_observability.py`` of nemo-gym 0.7.0.
+First a pre-step: a captured call whose ``client_session_id`` (the request's ``x-session-id``) equals
+an invocation's id, and which has a ``model_call_id``, gets a ref appended to that invocation unless
+an equivalent ref is there already. Then exact identifiers only: a ref with a ``model_call_id`` matches calls with that
 id (and with its ``model_ref`` / ``response_id`` where the ref sets them); otherwise the exact
 ``(model_ref, response_id)`` key. No match, several matches and a second claim on an owned call
 become gaps; every captured call no invocation owns becomes a ``capture:`` ownership gap. Joining
@@ -72,6 +74,44 @@ class _Index:
     def name(self, position: int) -> str | None:
         call = self.calls[position]
         return call.model_call_id or call.response_id
+
+
+RefKey = tuple[str | None, tuple[str, str] | None, str | None]
+
+
+def _ref_key(ref: ModelCallRef | ModelCallRecord) -> RefKey:
+    server = (ref.model_ref.type, ref.model_ref.name) if ref.model_ref is not None else None
+    return (ref.model_call_id, server, ref.response_id)
+
+
+def _equivalent_keys(call: ModelCallRecord) -> set[RefKey]:
+    """The ref keys that already name ``call``: its id with or without its server and response id,
+    and its ``(server, response id)`` when both are known."""
+    call_id, server, response = _ref_key(call)
+    keys: set[RefKey] = {(call_id, None, None), (call_id, server, None), (call_id, None, response)}
+    keys.add((call_id, server, response))
+    if server is not None and response is not None:
+        keys.add((None, server, response))
+    return keys
+
+
+def _session_refs(invocations: Sequence[AgentInvocation], calls: Sequence[ModelCallRecord]) -> None:
+    """The ``client_session_id`` pre-step, in capture order (appends to the invocations' ref lists).
+
+    Appended refs go to the end of the invocation's ``model_calls``, so a conflict with another
+    invocation's explicit ref falls on whichever of the two the join reaches second, as upstream.
+    """
+    by_id = {invocation.invocation_id: invocation for invocation in invocations}
+    keys = {invocation.invocation_id: {_ref_key(ref) for ref in invocation.model_calls} for invocation in invocations}
+    for call in calls:
+        if not call.client_session_id or not call.model_call_id:
+            continue
+        invocation = by_id.get(call.client_session_id)
+        if invocation is None or _equivalent_keys(call) & keys[invocation.invocation_id]:
+            continue
+        ref = ModelCallRef(model_call_id=call.model_call_id, model_ref=call.model_ref, response_id=call.response_id)
+        invocation.model_calls = [*invocation.model_calls, ref]
+        keys[invocation.invocation_id].add(_ref_key(ref))
 
 
 def _miss_code(candidates: list[int]) -> str:
@@ -187,7 +227,9 @@ def join_bundles(
             for record in bundle.records
         ]
         gaps: list[ObservationGap] = []
-        _join_invocations([r for r in records if isinstance(r, AgentInvocation)], index, owners, gaps)
+        invocations = [r for r in records if isinstance(r, AgentInvocation)]
+        _session_refs(invocations, calls)
+        _join_invocations(invocations, index, owners, gaps)
         joined.append((bundle, records, gaps))
     for _, records, gaps in joined:
         for compaction in (r for r in records if isinstance(r, ContextCompactionObservation)):

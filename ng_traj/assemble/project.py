@@ -1,7 +1,6 @@
 """The ``ng_trajectory`` projection, with the reference precedence and merge rules.
 
-Source: ``_build_trajectory_record`` in ``nemo_gym/rollout_collection.py`` at ``07d6b0d07``
-(gym-reference.md §5.3). Precedence (PRODUCT.md §4.3): producer ``ng_trajectory`` > the row's
+Source: ``_build_trajectory_record`` in ``nemo_gym/rollout_collection.py`` of nemo-gym 0.7.0. Precedence (PRODUCT.md §4.3): producer ``ng_trajectory`` > the row's
 ``ng_agent_observations`` > bundles built from native files > capture.
 
 * Step A, producer trajectory: validated (else ``producer_trajectory_invalid``); a task or rollout id
@@ -12,9 +11,13 @@ Source: ``_build_trajectory_record`` in ``nemo_gym/rollout_collection.py`` at ``
   ``unknown`` status keeps a known one; ``output`` taken from the conversation's
   ``function_call_output``.
 * Step C, turns sorted by ``(timestamp, invocation_id, turn_no)``.
-* Step D, captured calls in capture order: metadata and token stats projected; merged into a
-  producer call with the same ``model_call_id`` (capture's non-null values win), else appended.
-* Step E, ``model_calls_unavailable``, ``turns_unavailable``, ``conversation_unavailable``.
+* Step D, captured calls in capture order: metadata (thirteen keys, the four execution keys of
+  nemo-gym 0.7.0 among them) and token stats projected; merged into a producer call with the same
+  ``model_call_id`` (capture's non-null values win), else appended.
+* Step D2, when the row has no producer trajectory object: one turn per owned call with a response
+  (``assemble/turns.py``), in call order.
+* Step E, ``model_calls_unavailable``; ``turns_unavailable`` when there are no turns and no valid
+  producer trajectory (a producer that validly reports no turns has said so); ``conversation_unavailable``.
 * Step F, gaps de-duplicated by ``(code, invocation_id, detail)``; the record validated.
 
 ng-traj additions (marked by their own gaps, documented in the README): the fallback root invocation
@@ -30,6 +33,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from ng_traj.assemble.turns import turns_from_calls
 from ng_traj.contract import (
     AgentInvocation,
     AgentObservationBundle,
@@ -51,6 +55,10 @@ METADATA_KEYS = (
     "status_code",
     "response_status",
     "finish_reason",
+    "upstream_attempted",
+    "response_source",
+    "upstream_status_code",
+    "local_response_reason",
     "error_category",
     "latency_ttft_ms",
 )
@@ -81,6 +89,7 @@ class ProjectionInputs:
         fallback: Used only when no invocation would have a conversation; may be a function making it
             (called only then, since validating a long row history costs time).
         build_gaps: ng-traj gaps about the rollout's artifacts (identity, attribution).
+        resolved: The row's ``resolved`` value; carried by the last synthesised turn when a boolean.
     """
 
     task_id: str
@@ -92,6 +101,7 @@ class ProjectionInputs:
     extra_calls: Sequence[TrajectoryModelCall] = ()
     fallback: Fallback | Callable[[], Fallback | None] | None = None
     build_gaps: Sequence[ObservationGap] = ()
+    resolved: Any = None
 
 
 @dataclass
@@ -101,6 +111,7 @@ class _State:
     turns: list[TrajectoryTurn] = field(default_factory=list)
     tools: list[TrajectoryToolCall] = field(default_factory=list)
     model_calls: list[TrajectoryModelCall] = field(default_factory=list)
+    producer_valid: bool = False
 
 
 def _producer(state: _State, value: Any, task_id: str, rollout_id: str) -> None:
@@ -111,6 +122,7 @@ def _producer(state: _State, value: Any, task_id: str, rollout_id: str) -> None:
     except ValidationError as exc:
         state.gaps.append(ObservationGap(code="producer_trajectory_invalid", detail=type(exc).__name__))
         return
+    state.producer_valid = True
     mismatches = [
         name
         for name, producer, canonical in (
@@ -246,6 +258,10 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
         _observations(state, bundle)
     state.turns.sort(key=lambda turn: (turn.timestamp, turn.invocation_id, turn.turn_no))
     _capture(state, inputs.capture_calls, inputs.capture_gaps)
+    if not isinstance(inputs.producer_trajectory, dict):
+        state.turns = turns_from_calls(
+            inputs.task_id, inputs.rollout_id, state.invocations, state.model_calls, inputs.resolved
+        )
     state.model_calls.extend(inputs.extra_calls)
     state.gaps.extend(inputs.build_gaps)
     if inputs.fallback is not None and not any(invocation.conversation for invocation in state.invocations):
@@ -255,7 +271,7 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
             state.gaps.append(fallback.gap)
     if not state.model_calls:
         state.gaps.append(ObservationGap(code="model_calls_unavailable"))
-    if not state.turns:
+    if not state.turns and not state.producer_valid:
         state.gaps.append(ObservationGap(code="turns_unavailable"))
     if not any(invocation.conversation for invocation in state.invocations):
         state.gaps.append(ObservationGap(code="conversation_unavailable"))

@@ -17,6 +17,11 @@ ROLE_HELP = (
     "policy_model=policy, user_model=user_simulator (repeatable)."
 )
 
+RELEASE_HELP = (
+    "The NeMo Gym release whose trajectory models the JSON output must satisfy: 0.7 (nemo-gym 0.7.0 and "
+    "later) or pre-0.7 (earlier releases: the same records without the fields 0.7.0 added)."
+)
+
 
 def command(
     inputs: Annotated[
@@ -71,6 +76,7 @@ def command(
             min=1,
         ),
     ] = 1,
+    gym_release: Annotated[str, typer.Option("--gym-release", help=RELEASE_HELP)] = "0.7",
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """Assemble trajectories from retained artifacts: rollout rows, model-call capture stores and the
@@ -99,6 +105,7 @@ def command(
         max_line_bytes=max_line_bytes,
         stdout_is_terminal=sys.stdout is not None and sys.stdout.isatty(),  # None when the shell closed it
         jobs=jobs,
+        gym_release=gym_release,
     )
     guarded(debug, lambda: _run(settings))
 

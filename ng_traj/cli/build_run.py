@@ -19,6 +19,7 @@ from rich.text import Text
 from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
+from ng_traj.contract.revisions import RELEASES, Release
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
 from ng_traj.redact import Redactor
@@ -48,6 +49,7 @@ class BuildRequest:
     max_line_bytes: int
     stdout_is_terminal: bool
     jobs: int = 1
+    gym_release: str = "0.7"
 
 
 FORMATS = ("jsonl", "parquet")
@@ -67,6 +69,20 @@ def output_format(requested: str | None, output: str) -> str:
     return chosen
 
 
+def gym_release(requested: str, chosen_format: str) -> Release:
+    """The contract revision of the JSON output (``--gym-release``).
+
+    Raises:
+        RunError: An unknown release, or ``pre-0.7`` for a Parquet dataset (which keeps every field;
+            the revision is chosen when converting it to JSONL).
+    """
+    if requested not in RELEASES:
+        raise RunError(f"--gym-release {requested!r}: choose from {', '.join(RELEASES)}")
+    if requested == "pre-0.7" and chosen_format == "parquet":
+        raise RunError("a Parquet dataset keeps every field: choose --gym-release when converting it to JSONL")
+    return requested  # type: ignore[return-value]
+
+
 def _check(request: BuildRequest) -> tuple[str, str]:
     kinds = (*KINDS, *sorted(READERS))
     if request.force_kind is not None and request.force_kind not in kinds:
@@ -77,6 +93,7 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     if not output:
         raise RunError("-o needs a path (or - for standard output)")
     chosen = output_format(request.output_format, output)
+    gym_release(request.gym_release, chosen)
     if chosen == "parquet" and request.attach:
         raise RunError("--attach writes rollout rows (JSONL); a Parquet dataset holds trajectories: drop one")
     if chosen == "parquet":
@@ -124,6 +141,7 @@ def run(request: BuildRequest) -> int:
         redactor=Redactor(request.redact_keys) if request.redact else None,
         roles=roles,
         max_line_bytes=request.max_line_bytes,
+        release=gym_release(request.gym_release, chosen),
     )
     show_progress = console.is_terminal and not request.json_output
     columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

@@ -26,14 +26,14 @@ def command(
 
 
 def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
-    from ng_traj.contract.schemas import SCHEMA_MODELS, file_name, render
+    from ng_traj.contract.schemas import SCHEMA_NAMES, file_name, render
     from ng_traj.io.atomic import atomic_file
 
-    if name is not None and name not in SCHEMA_MODELS:
-        raise RunError(f"unknown schema {name!r}; choose from {', '.join(SCHEMA_MODELS)}")
+    if name is not None and name not in SCHEMA_NAMES:
+        raise RunError(f"unknown schema {name!r}; choose from {', '.join(SCHEMA_NAMES)}")
     if write and check:
         raise RunError("--write and --check: give one (--check compares without writing)")
-    names = [name] if name else list(SCHEMA_MODELS)
+    names = [name] if name else list(SCHEMA_NAMES)
     if not (write or check):
         for each in names:
             typer.echo(render(each), nl=False)

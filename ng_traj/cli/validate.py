@@ -24,6 +24,9 @@ from ng_traj.cli.common import (
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
+REVISION_0_7 = "0.7 fields present (needs nemo-gym 0.7.0 or later)"
+REVISION_BOTH = "fits both revisions (nemo-gym 0.7.0 and earlier)"
+
 
 @dataclass
 class Tally:
@@ -33,6 +36,7 @@ class Tally:
     records: int = 0
     invalid: int = 0
     skipped: int = 0
+    with_0_7_keys: int = 0
 
 
 def command(
@@ -82,6 +86,7 @@ def _run(files: list[Path], json_output: bool, max_line_bytes: int) -> int:
             tally.records += result.records
             tally.invalid += result.invalid
             tally.skipped += result.skipped
+            tally.with_0_7_keys += result.with_0_7_keys
     _summary(tally, sink, json_output)
     return EXIT_DATA if sink.errors else EXIT_OK
 
@@ -106,6 +111,7 @@ def _summary(tally: Tally, sink: DiagnosticSink, json_output: bool) -> None:
         "errors": sink.errors,
         "warnings": sink.warnings,
         "by_code": dict(sorted(sink.by_code.items())),
+        "revision": REVISION_0_7 if tally.with_0_7_keys else REVISION_BOTH,
     }
     if json_output:
         sys.stdout.buffer.write(orjson.dumps(summary) + b"\n")
@@ -113,5 +119,5 @@ def _summary(tally: Tally, sink: DiagnosticSink, json_output: bool) -> None:
     verdict = "[bold red]invalid[/]" if sink.errors else "[bold green]valid[/]"
     stderr_console().print(
         f"{verdict}: {tally.files} file(s), {tally.records} record(s), {tally.invalid} invalid, "
-        f"{tally.skipped} line(s) skipped; {sink.errors} error(s), {sink.warnings} warning(s)"
+        f"{tally.skipped} line(s) skipped; {sink.errors} error(s), {sink.warnings} warning(s); {summary['revision']}"
     )

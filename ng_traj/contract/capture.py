@@ -1,14 +1,15 @@
 """``ModelCallRecord``: the record NeMo Gym derives from one raw capture line.
 
-Source: ``ModelCallRecord`` in ``nemo_gym/base_responses_api_model.py`` at Gym commit ``07d6b0d07``
-(gym-reference.md §2.6). Like upstream this model is *not* strict: unknown keys are ignored and
+Source: ``ModelCallRecord`` in ``nemo_gym/base_responses_api_model.py`` of nemo-gym 0.7.0 (the
+released field set and order: ``client_session_id`` and the four execution fields were added after
+commit ``07d6b0d07``). Like upstream this model is *not* strict: unknown keys are ignored and
 pydantic's lax coercion applies, so a raw line whose ``model_ref`` or ``dialect`` has the wrong shape
 fails to build and counts as unreadable, exactly as in the reference collector.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -28,6 +29,8 @@ class ModelCallRecord(BaseModel):
     """Capture identity (``uuid4().hex``)."""
     response_id: str | None = None
     """``response.id`` when a string."""
+    client_session_id: str | None = None
+    """The request's single ``x-session-id`` header value (correlation evidence); null unless a string."""
     call_index: int
     """Tolerant-reader index: counts every non-blank line of the capture file, valid or not."""
     model_ref: ModelServerRef | None = None
@@ -42,6 +45,14 @@ class ModelCallRecord(BaseModel):
     """``response.status`` when a string (Responses lifecycle)."""
     finish_reason: str | None = None
     """First string of ``stop_reason``, ``choices[0].finish_reason``, ``incomplete_details.reason``."""
+    upstream_attempted: bool | None = None
+    """Whether the model server contacted its backend (recorded by vLLM-style servers only)."""
+    response_source: Literal["upstream", "local"] | None = None
+    """``upstream`` when the body came from the backend, ``local`` when the server made it up."""
+    upstream_status_code: int | None = None
+    """The backend's HTTP status when it differs from what the client got."""
+    local_response_reason: str | None = None
+    """Why the server answered locally (``empty_assistant``, ``context_length_exceeded``)."""
     started_at: float | None = None
     """Start, UTC Unix seconds."""
     completed_at: float | None = None

@@ -22,6 +22,7 @@ from typing_extensions import TypedDict
 from ng_traj.contract.base import contract_error
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
+Phase = Literal["commentary", "final_answer"]
 
 
 class InputText(TypedDict, total=False):
@@ -110,6 +111,8 @@ class EasyInputMessage(_Item):
     content: str | list[InputContentPart]
     role: Literal["user", "assistant", "system", "developer"]
     type: Literal["message"] = "message"
+    phase: Phase | None = None
+    """Responses ``phase`` of a replayed assistant message (nemo-gym 0.7.0 and later)."""
 
 
 class InputMessage(_Item):
@@ -145,6 +148,8 @@ class OutputMessage(_Item):
     role: Literal["assistant"] = "assistant"
     status: ItemStatus = "completed"
     type: Literal["message"] = "message"
+    phase: Phase | None = None
+    """Responses ``phase``: ``commentary`` or ``final_answer`` (nemo-gym 0.7.0 and later)."""
 
 
 class FunctionCall(_Item):
@@ -156,6 +161,8 @@ class FunctionCall(_Item):
     type: Literal["function_call"] = "function_call"
     id: str | None = None
     status: ItemStatus | None = None
+    namespace: str | None = None
+    """The tool's namespace when tool names overlap (nemo-gym 0.7.0 and later)."""
 
 
 class FunctionCallOutput(_Item):

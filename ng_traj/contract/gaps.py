@@ -1,6 +1,6 @@
-"""The gap-code catalogue: every code NeMo Gym emits (gym-reference.md §6) and the codes ng-traj adds.
+"""The gap-code catalogue: every code NeMo Gym 0.7.0 emits and the codes ng-traj adds.
 
-Upstream codes are reused wherever the meaning is the same (PRODUCT.md §10.1). ng-traj's own codes
+Upstream codes are reused wherever the meaning is the same. ng-traj's own codes
 are listed in ``NG_TRAJ_GAPS`` and documented in the README; ``ng-traj validate`` warns about any code
 in neither table.
 """
@@ -110,7 +110,33 @@ UPSTREAM_GAPS: dict[str, str] = {
     "compaction_token_counts_unavailable": "compaction token counts not reported",
     "subagent_spawn_ambiguous": "several tool calls could have spawned the sub-agent",
     "agent_run_timeout": "the agent run timed out",
+    # added by nemo-gym 0.7.0: Terminus 2, mini-SWE, NOOA, sandboxed OpenCode and vibench producers
+    "auxiliary_model_calls": "recorded responses exist that were not main decisions of the agent",
+    "compaction_outside_main_turns": "a summarisation ran; its calls are not turns",
+    "decision_model_response_unavailable": "no unique response for a decision; no turn (detail decision=<n>)",
+    "model_attempt_without_response": "a request attempt produced no response (detail: the exception class)",
+    "model_response_id_reused": "two responses shared an id (detail: the response id)",
+    "model_response_rejected": "an empty or incomplete response was rejected as context overflow",
+    "transport_retry_visibility_unavailable": "HTTP-level retries are not visible",
+    "turn_model_call_scope_incomplete": "a turn's refs may not cover every call made for it",
+    "native_trajectory_unavailable": "the harness wrote no native trajectory file",
+    "native_trajectory_partial": "the run was cancelled or timed out; the last step may be missing",
+    "non_trainable_terminal_output": "a fallback final message was appended that the model did not write",
+    "foreign_turn_projected_portable": "a stored turn lacked Gym raw output; only portable fields were replayed",
+    "sandbox_lifecycle_timing_unavailable": "no sandbox wall-clock or CPU timing",
+    "verifier_sandbox_observation_invalid": "the verifier's sandbox record was invalid or had the wrong role",
+    "verifier_sandbox_observation_unavailable": "the resources server sent no verifier sandbox record",
 }
+
+DYNAMIC_GAPS: dict[str, str] = {
+    "policy_budget_exceeded": "NOOA stopped the episode: the policy budget ran out (detail: the error text)",
+    "invalid_policy_output": "NOOA stopped the episode: the policy's output was invalid (detail: the error text)",
+    "timeout_exceeded": "NOOA failure class: the episode timed out",
+    "transient": "NOOA failure class: a transient infrastructure error",
+    "legitimate": "NOOA failure class: the episode failed for a reason of its own",
+}
+"""Codes the NOOA agent of nemo-gym 0.7.0 makes from its termination reason or failure class (not literals
+in its code, so the list is open upstream; these are the values it is known to write)."""
 
 NG_TRAJ_GAPS: dict[str, str] = {
     "rollout_identity_unavailable": (
@@ -165,4 +191,4 @@ NG_TRAJ_GAPS: dict[str, str] = {
     ),
 }
 
-KNOWN_GAPS: frozenset[str] = frozenset(UPSTREAM_GAPS) | frozenset(NG_TRAJ_GAPS)
+KNOWN_GAPS: frozenset[str] = frozenset(UPSTREAM_GAPS) | frozenset(DYNAMIC_GAPS) | frozenset(NG_TRAJ_GAPS)

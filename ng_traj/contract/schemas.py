@@ -9,10 +9,12 @@ checks those.
 from __future__ import annotations
 
 import json
+from typing import Any
 
 from pydantic import BaseModel
 
 from ng_traj.contract.observations import AgentObservationBundle
+from ng_traj.contract.revisions import ITEM_KEYS_0_7, METADATA_KEYS_0_7
 from ng_traj.contract.trajectory import TrajectoryRecord
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -23,15 +25,32 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
 }
 """Schema name -> model; written as ``schemas/<name>.schema.json``."""
 
+EARLIER = "ng_trajectory_pre_0_7"
+"""``ng_trajectory`` as nemo-gym releases before 0.7.0 accept it: without the fields 0.7.0 added."""
+SCHEMA_NAMES: tuple[str, ...] = (*SCHEMA_MODELS, EARLIER)
+
 
 def schema_document(name: str) -> dict[str, object]:
-    """Return the JSON Schema of ``SCHEMA_MODELS[name]`` with its ``$schema`` dialect.
+    """Return the JSON Schema named ``name`` (one of :data:`SCHEMA_NAMES`) with its ``$schema`` dialect.
 
     Raises:
         KeyError: ``name`` is not a known schema.
     """
+    if name == EARLIER:
+        return _earlier(schema_document("ng_trajectory"))
     schema = SCHEMA_MODELS[name].model_json_schema(mode="validation")
     return {"$schema": DIALECT, **schema}
+
+
+def _earlier(schema: dict[str, Any]) -> dict[str, Any]:
+    """The trajectory schema without the 0.7.0 fields: a record carrying the response-metadata ones fails
+    it (that definition forbids extra keys), as it fails the earlier models."""
+    for definition in schema["$defs"].values():
+        properties = definition.get("properties", {})
+        for key in (*METADATA_KEYS_0_7, *(key for keys in ITEM_KEYS_0_7.values() for key in keys)):
+            properties.pop(key, None)
+    schema["title"] = "TrajectoryRecord (nemo-gym before 0.7.0)"
+    return schema
 
 
 def render(name: str) -> str:

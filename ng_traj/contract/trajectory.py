@@ -56,6 +56,14 @@ class TrajectoryResponseMetadata(ContractModel):
     """Responses-API lifecycle status (``completed``, ``incomplete``, ``failed``)."""
     finish_reason: str | None = None
     """Anthropic ``stop_reason``, Chat ``finish_reason`` or Responses ``incomplete_details.reason``."""
+    upstream_attempted: bool | None = None
+    """Whether the model server contacted its backend (nemo-gym 0.7.0 and later)."""
+    response_source: Literal["upstream", "local"] | None = None
+    """``upstream`` (backend body) or ``local`` (made up by the model server); nemo-gym 0.7.0 and later."""
+    upstream_status_code: int | None = None
+    """The backend's HTTP status when the server answered locally or re-raised (nemo-gym 0.7.0 and later)."""
+    local_response_reason: str | None = None
+    """Why the server answered locally, e.g. ``context_length_exceeded`` (nemo-gym 0.7.0 and later)."""
     error_category: str | None = None
     """Capture error category (gym-reference §2.4), null on clean success."""
     latency_ttft_ms: float | None = Field(default=None, ge=0)

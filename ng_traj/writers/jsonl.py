@@ -9,6 +9,7 @@ one record per line. The same function serialises a record wherever it is writte
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -16,13 +17,16 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from ng_traj.contract import TrajectoryRecord
+from ng_traj.contract.revisions import Release, earlier_exclusions
 
 SERIALISE_ERRORS = (PydanticSerializationError, ValueError, TypeError, RecursionError)
 """What a serialiser raises for values nested deeper than it allows (orjson and pydantic: ~255 levels)."""
 
 
-def record_json(record: BaseModel) -> bytes:
+def record_json(record: BaseModel, release: Release = "0.7") -> bytes:
     """Compact JSON of a contract record (all fields, nulls included), without a newline.
+
+    ``release`` ``pre-0.7`` leaves out the fields nemo-gym 0.7.0 added (``contract/revisions.py``).
 
     The bytes are exactly those of pydantic's ``model_dump_json()`` (the goldens pin it, and
     ``tests/test_parquet.py`` compares both over the fixtures and a generated corpus), made by orjson:
@@ -33,10 +37,10 @@ def record_json(record: BaseModel) -> bytes:
     Raises:
         TypeError: A value is nested deeper than orjson allows; see :func:`payloads_as_text`.
     """
-    return dumps(record)
+    return dumps(record, earlier_model_fields if release == "pre-0.7" else model_fields)
 
 
-def dumps(value: Any) -> bytes:
+def dumps(value: Any, default: Callable[[Any], dict[str, Any]] | None = None) -> bytes:
     """``orjson.dumps`` with contract models as :func:`model_fields`.
 
     orjson reports anything raised inside ``default`` as a ``TypeError`` caused by it; an interrupt
@@ -47,7 +51,7 @@ def dumps(value: Any) -> bytes:
         TypeError: A value is nested deeper than orjson allows, or is not JSON.
     """
     try:
-        return orjson.dumps(value, default=model_fields)
+        return orjson.dumps(value, default=default or model_fields)
     except TypeError as exc:
         if exc.__cause__ is not None and not isinstance(exc.__cause__, Exception):
             raise exc.__cause__ from None
@@ -72,6 +76,18 @@ def model_fields(value: Any) -> dict[str, Any]:
 
 
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+
+
+def earlier_model_fields(value: Any) -> dict[str, Any]:
+    """:func:`model_fields` without the fields the revision before nemo-gym 0.7.0 lacks."""
+    fields = model_fields(value)
+    excluded = _EXCLUDED.get(type(value))
+    if excluded is None:
+        excluded = _EXCLUDED[type(value)] = earlier_exclusions(type(value))
+    return {key: item for key, item in fields.items() if key not in excluded} if excluded else fields
+
+
+_EXCLUDED: dict[type, frozenset[str]] = {}
 
 
 def _as_text(value: Any) -> Any:

@@ -39,6 +39,7 @@ from ng_traj.contract import (
     TrajectoryToolCall,
     TrajectoryTurn,
 )
+from ng_traj.contract.revisions import METADATA_KEYS_0_7
 from ng_traj.writers.jsonl import dumps
 
 
@@ -243,6 +244,10 @@ def _call_row(key: tuple, n: int, call: TrajectoryModelCall, roles: Mapping[str,
         meta.status_code,
         meta.response_status,
         meta.finish_reason,
+        meta.upstream_attempted,
+        meta.response_source,
+        meta.upstream_status_code,
+        meta.local_response_reason,
         meta.error_category,
         meta.latency_ttft_ms,
         tokens.prompt_tokens,
@@ -371,7 +376,8 @@ def _unturn(row: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _uncall(row: Mapping[str, Any]) -> dict[str, Any]:
-    metadata = ("model", "dialect", "status_code", "response_status", "finish_reason", "error_category")
+    metadata = ("model", "dialect", "status_code", "response_status", "finish_reason", *METADATA_KEYS_0_7)
+    metadata = (*metadata, "error_category")
     tokens = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cached_tokens")
     return {
         **_pick(row, ("model_call_id", "started_at", "completed_at", "duration_ms")),

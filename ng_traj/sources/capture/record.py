@@ -188,6 +188,9 @@ def _finish_reason(response: Mapping[str, Any]) -> str | None:
     return None
 
 
+EXECUTION_KEYS = ("upstream_attempted", "response_source", "upstream_status_code", "local_response_reason")
+"""The execution block nemo-gym 0.7.0 writes when the model server recorded how it answered."""
+
 CAPTURE_LINE_KEYS = frozenset(
     {
         "model_call_id",
@@ -203,9 +206,11 @@ CAPTURE_LINE_KEYS = frozenset(
         "response",
         "request_raw",
         "response_raw",
+        "client_session_id",
+        *EXECUTION_KEYS,
     }
 )
-"""Keys of a raw capture line (gym-reference §2.3, every version since 2026-07-15)."""
+"""Keys of a raw capture line, every version since 2026-07-15 (nemo-gym 0.7.0 added the last five)."""
 
 
 def is_capture_line(exchange: Mapping[str, Any]) -> bool:
@@ -241,6 +246,10 @@ def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallR
         exchange: The decoded capture line (every key optional).
         call_index: Tolerant-reader index of the line in its capture file.
 
+    Mirrors ``build_model_call_record`` of nemo-gym 0.7.0: ``client_session_id`` is kept only when a
+    string; the four execution fields are copied as recorded (pydantic's lax coercion applies, so
+    ``"true"`` reads as true) and a ``response_source`` other than ``upstream``/``local`` fails the line.
+
     Raises:
         pydantic.ValidationError: A field has a shape the record rejects (for example a ``model_ref``
             that is not ``{type: "responses_api_models", name: str}``); the line counts as unreadable.
@@ -256,6 +265,7 @@ def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallR
     return ModelCallRecord(
         model_call_id=exchange.get("model_call_id"),
         response_id=response.get("id") if isinstance(response.get("id"), str) else None,
+        client_session_id=session if isinstance(session := exchange.get("client_session_id"), str) else None,
         call_index=call_index,
         model_ref=exchange.get("model_ref"),
         model=model if isinstance(model, str) else None,
@@ -263,6 +273,7 @@ def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallR
         status_code=exchange.get("status_code"),
         response_status=response.get("status") if isinstance(response.get("status"), str) else None,
         finish_reason=_finish_reason(response),
+        **{key: exchange.get(key) for key in EXECUTION_KEYS},
         started_at=exchange.get("started_at"),
         completed_at=exchange.get("completed_at"),
         request=raw_request if isinstance(raw_request, dict) else None,

@@ -1,0 +1,76 @@
+"""The two revisions of ``ng_trajectory`` 1.0, and the keys that tell them apart.
+
+Both carry ``schema_version: "1.0"``, so the version alone does not say which models accept a
+record. nemo-gym 0.7.0 added:
+
+* ``model_calls[].response_metadata``: ``upstream_attempted``, ``response_source``,
+  ``upstream_status_code``, ``local_response_reason`` (the model server's execution outcome),
+  which earlier releases' models reject (``extra="forbid"``);
+* conversation ``message`` items: ``phase``; ``function_call`` items: ``namespace`` (written by
+  the models nemo-gym 0.7.0 uses, null unless the provider set them), which earlier releases'
+  item models ignore (and so drop).
+
+ng-traj writes the 0.7.0 revision by default; the earlier one is the same record with those keys
+left out (``build --gym-release pre-0.7``). Records of either revision validate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any, Literal
+
+from ng_traj.contract.conversation import EasyInputMessage, FunctionCall, OutputMessage
+from ng_traj.contract.trajectory import TrajectoryRecord, TrajectoryResponseMetadata
+
+Release = Literal["0.7", "pre-0.7"]
+RELEASES: tuple[Release, ...] = ("0.7", "pre-0.7")
+"""``0.7``: nemo-gym 0.7.0 and later (the default). ``pre-0.7``: releases before it (commit 07d6b0d)."""
+
+METADATA_KEYS_0_7 = ("upstream_attempted", "response_source", "upstream_status_code", "local_response_reason")
+ITEM_KEYS_0_7 = {"message": ("phase",), "function_call": ("namespace",)}
+"""Conversation item type -> the keys nemo-gym 0.7.0 added to it."""
+
+
+def _items(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for invocation in record.get("invocations") or ():
+        if isinstance(invocation, dict):
+            yield from (item for item in invocation.get("conversation") or () if isinstance(item, dict))
+
+
+def _metadata(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
+    for call in record.get("model_calls") or ():
+        metadata = call.get("response_metadata") if isinstance(call, dict) else None
+        if isinstance(metadata, dict):
+            yield metadata
+
+
+def keys_0_7(record: Mapping[str, Any]) -> list[str]:
+    """The 0.7-only keys a trajectory value carries (sorted, each named once), e.g. ``["phase"]``."""
+    found = {key for metadata in _metadata(record) for key in METADATA_KEYS_0_7 if key in metadata}
+    for item in _items(record):
+        found.update(key for key in ITEM_KEYS_0_7.get(item.get("type", "message"), ()) if key in item)
+    return sorted(found)
+
+
+def earlier_exclusions(model: type) -> frozenset[str]:
+    """The fields of a contract model class the earlier revision has no place for (empty for most)."""
+    owners = {TrajectoryResponseMetadata: METADATA_KEYS_0_7, EasyInputMessage: ("phase",), OutputMessage: ("phase",)}
+    owners[FunctionCall] = ("namespace",)
+    return frozenset(key for base in model.__mro__ for key in owners.get(base, ()))
+
+
+def lost_in_earlier(record: TrajectoryRecord) -> list[str]:
+    """The 0.7-only fields of a ``TrajectoryRecord`` that hold a value (not null), sorted.
+
+    Writing the earlier revision leaves these values out; the build reports them.
+    """
+    lost = {
+        key
+        for call in record.model_calls
+        for key in METADATA_KEYS_0_7
+        if getattr(call.response_metadata, key) is not None
+    }
+    for invocation in record.invocations:
+        for item in invocation.conversation:
+            lost.update(key for key in earlier_exclusions(type(item)) if getattr(item, key, None) is not None)
+    return sorted(lost)
