@@ -21,6 +21,7 @@ from ng_traj.assemble.turns import turn_content, turns_from_calls
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, TrajectoryModelCall, TrajectoryRecord
 from ng_traj.contract.revisions import keys_0_7, lost_in_earlier
 from ng_traj.sources.capture.record import derive_record
+from ng_traj.sources.capture.sse import reassemble
 from ng_traj.writers.jsonl import record_json
 
 POLICY = {"type": "responses_api_models", "name": "policy"}
@@ -422,3 +423,17 @@ def test_validate_says_which_revision_a_file_needs(tmp_path):
         assert text.exit_code == 0 and revision in text.stderr
         summary = json.loads(run_cli("validate", path, "--json").stdout.splitlines()[-1])
         assert summary["revision"].startswith(revision)
+
+
+def test_chat_stream_keep_alives_are_skipped_and_refusals_joined():
+    chunks = [
+        {"id": "c1", "model": "m", "choices": [{"index": 0, "delta": {"role": "assistant", "refusal": "I can"}}]},
+        {"id": "c1", "choices": [{"index": 0, "delta": {"refusal": "not."}, "finish_reason": "stop"}]},
+    ]
+    raw = (
+        ": keep-alive\n\n: keep-alive\n\n" + "".join(f"data: {json.dumps(c)}\n\n" for c in chunks) + "data: [DONE]\n\n"
+    )
+    record = derive_record(_line(dialect="chat_completions", response=None, response_raw=raw), call_index=0)
+    assert (record.response_id, record.finish_reason) == ("c1", "stop")
+    message = reassemble(raw, "chat_completions")["choices"][0]["message"]
+    assert message == {"role": "assistant", "content": None, "refusal": "I cannot."}

@@ -77,6 +77,7 @@ class _ChatState:
     def __init__(self) -> None:
         self.content: list[str] = []
         self.reasoning: list[str] = []
+        self.refusal: list[str] = []
         self.tools: dict[Any, dict[str, Any]] = {}
         self.usage: Any = None
         self.model: Any = None
@@ -101,6 +102,8 @@ class _ChatState:
         self.role = delta.get("role") or self.role
         if delta.get("content"):
             self.content.append(delta["content"])
+        if delta.get("refusal"):
+            self.refusal.append(delta["refusal"])
         reasoning = delta.get("reasoning_content") or delta.get("reasoning")
         if reasoning:
             self.reasoning.append(reasoning)
@@ -122,6 +125,8 @@ class _ChatState:
         message: dict[str, Any] = {"role": self.role, "content": "".join(self.content) or None}
         if self.reasoning:
             message["reasoning_content"] = "".join(self.reasoning)
+        if self.refusal:
+            message["refusal"] = "".join(self.refusal)  # nemo-gym 0.7.0 joins refusal deltas
         if self.tools:
             message["tool_calls"] = [self.tools[index] for index in sorted(self.tools, key=_index_order)]
         result: dict[str, Any] = {
