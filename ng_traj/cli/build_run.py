@@ -119,6 +119,7 @@ def run(request: BuildRequest) -> int:
         with contextlib.suppress(AbortWrite), _open_output(output, chosen, request.jobs, roles) as (write, encode):
             on_slot = lambda _: advance()  # noqa: E731
             summary = build(inputs, slots, stats, options, sink, write, on_slot, encode=encode, jobs=request.jobs)
+            feedback.finish_steps()
             if not summary.tally.trajectories and output != STDOUT:
                 raise AbortWrite
     assert summary is not None

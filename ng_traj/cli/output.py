@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import IO, Any
@@ -34,6 +35,7 @@ from rich.progress import (
     Progress,
     ProgressColumn,
     Task,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
 )
@@ -126,33 +128,51 @@ class _Amount(ProgressColumn):
         return (self._bytes if task.fields.get("bytes") else self._count).render(task)
 
 
+REDRAW_SECONDS = 0.05
+"""Least time between two updates of a step's display: the work reports far more often than that."""
+
+
+@dataclass
+class _Step:
+    """One step of a progress display; reports are gathered and passed on at most every REDRAW_SECONDS."""
+
+    progress: Progress
+    task: TaskID
+    completed: float = 0
+    shown: float = 0.0
+
+    def __call__(self, completed: float | None = None, advance: float = 1) -> None:
+        self.completed = self.completed + advance if completed is None else completed
+        now = time.monotonic()
+        if now - self.shown >= REDRAW_SECONDS:
+            self.shown = now
+            self.progress.update(self.task, completed=self.completed)
+
+    def finish(self) -> None:
+        total = self.progress.tasks[self.task].total
+        total = self.completed if total is None else total
+        self.progress.update(self.task, total=total, completed=total)
+
+
 @dataclass
 class Feedback:
     """The progress display of one command: a no-op when it is off."""
 
     progress: Progress | None = None
+    steps: list[_Step] = field(default_factory=list)
 
     def step(self, description: str, total: float | None = None, *, in_bytes: bool = False) -> Callable[..., None]:
-        """Show one step; return ``update(completed=None, advance=1)`` moving it (absolute, else by ``advance``)."""
+        """Show one step; return ``update(completed=None, advance=1)`` moving it (to ``completed``, else by
+        ``advance``), cheap enough to call per record."""
         if self.progress is None:
             return lambda completed=None, advance=1: None
-        progress = self.progress
-        task = progress.add_task(description, total=total, bytes=in_bytes)
-
-        def update(completed: float | None = None, advance: float = 1) -> None:
-            if completed is None:
-                progress.advance(task, advance)
-            else:
-                progress.update(task, completed=completed)
-
-        return update
+        self.steps.append(_Step(self.progress, self.progress.add_task(description, total=total, bytes=in_bytes)))
+        return self.steps[-1]
 
     def finish_steps(self) -> None:
-        """Mark every step shown so far complete (a step of unknown length stops pulsing)."""
-        if self.progress is not None:
-            for task in self.progress.tasks:
-                total = task.total if task.total is not None else task.completed
-                self.progress.update(task.id, total=total, completed=total)
+        """Show every step so far complete (a step of unknown length stops pulsing, at its count)."""
+        for step in self.steps:
+            step.finish()
 
 
 @dataclass
