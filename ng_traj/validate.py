@@ -18,6 +18,9 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, JsonLine, iter_json_lines, 
 from ng_traj.writers.parquet import DatasetError
 from ng_traj.writers.parquet_convert import dataset_records
 
+PROGRESS_BYTES = 1 << 20
+"""Bytes between two progress reports of :func:`validate_file`."""
+
 
 @dataclass
 class FileResult:
@@ -42,22 +45,30 @@ def validate_file(
 ) -> FileResult:
     """Validate every line of one JSONL file, streaming; report each finding to ``sink``.
 
+    Args:
+        on_progress: Called with the number of bytes read so far: about every
+            :data:`PROGRESS_BYTES`, and once at the end with the whole size read.
+
     Returns:
         Records checked, records with at least one error, and lines skipped as unreadable.
     """
     result = FileResult()
     name = str(path)
-    count = -1
+    lines = reported = done = 0
     try:
-        for count, line in enumerate(iter_json_lines(path, max_line_bytes=max_line_bytes)):
-            if on_progress is not None and count % 1024 == 0:
-                on_progress(line.offset)
+        for line in iter_json_lines(path, max_line_bytes=max_line_bytes):
+            lines += 1
+            done = line.offset + line.size
+            if on_progress is not None and done - reported >= PROGRESS_BYTES:
+                on_progress(reported := done)
             _validate_line(line, sink, result, name)
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=name))
         result.skipped += 1
         return result
-    if count < 0:
+    if on_progress is not None:
+        on_progress(done)
+    if not lines:
         sink.add(Diagnostic("warning", "empty_input", "the file holds no records", path=name))
     return result
 

@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
+import orjson
 import pytest
 from typer.testing import CliRunner
 
 from ng_traj.cli import app
+from ng_traj.diagnostics import Diagnostic
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
@@ -33,6 +36,34 @@ def shared_dir(*parts: str) -> Path:
 def run_cli(*args: str):
     """Invoke ``ng-traj`` in-process; returns the result with ``exit_code``, ``stdout``, ``stderr``."""
     return CliRunner().invoke(app, [str(arg) for arg in args])
+
+
+@dataclass
+class JsonRun:
+    """A command run with ``--output-format json``, its lines parsed.
+
+    ``stderr`` holds the diagnostics as the text format renders them with ``--verbose`` (every one),
+    so that tests can match the rendered lines; the real standard error was empty.
+    """
+
+    exit_code: int
+    diagnostics: list[dict]
+    summary: dict
+
+    @property
+    def stderr(self) -> str:
+        fields = ("severity", "code", "message", "path", "line", "offset", "pointer")
+        lines = [Diagnostic(**{key: d[key] for key in fields}).render() for d in self.diagnostics]
+        return "".join(line + "\n" for line in lines)
+
+
+def run_json(*args: str) -> JsonRun:
+    """Invoke ``ng-traj`` with ``--output-format json`` (results written to a file, not standard output)."""
+    result = run_cli(*args, "--output-format", "json")
+    assert result.stderr == "", result.stderr
+    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+    assert [line["type"] for line in lines] == ["diagnostic"] * (len(lines) - 1) + ["summary"]
+    return JsonRun(result.exit_code, lines[:-1], lines[-1])
 
 
 def generated_corpus(root: Path, rollouts: int, calls: int, seed: int) -> Path:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import orjson
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, run_json
 
 E2E = FIXTURES / "native_e2e"
 
@@ -21,9 +21,9 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 def _build(tmp_path: Path, *args) -> tuple[list[dict], dict]:
     out = tmp_path / "out.jsonl"
-    result = run_cli("build", *args, "-o", out, "--json", "-q")
+    result = run_json("build", *args, "-o", out)
     assert result.exit_code == 0, result.stderr
-    return [orjson.loads(line) for line in out.read_bytes().splitlines()], orjson.loads(result.stdout)
+    return [orjson.loads(line) for line in out.read_bytes().splitlines()], result.summary
 
 
 def _session(sid: str, tool_ids: list[str], response_id: str | None = None) -> list[dict]:

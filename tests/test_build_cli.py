@@ -107,14 +107,24 @@ def test_failed_run_leaves_previous_output_and_no_temporary_files(tmp_path):
 
 
 def test_stdout_output_and_json_summary_placement(tmp_path):
-    to_stdout = run_cli("build", RETAINED, "-o", "-", "--json", "-q")
+    to_stdout = run_cli("build", RETAINED, "-o", "-", "--output-format", "json", "-q")
     assert to_stdout.exit_code == 0
     lines = to_stdout.stdout.splitlines()
     assert len(lines) == 13 and all(orjson.loads(line)["schema_version"] == "1.0" for line in lines)
-    summary = orjson.loads(to_stdout.stderr[to_stdout.stderr.index("{") :])
-    assert summary["trajectories"] == 13 and summary["output"] == "-"
-    to_file = run_cli("build", RETAINED, "-o", tmp_path / "o.jsonl", "--json", "-q")
-    assert orjson.loads(to_file.stdout)["trajectories"] == 13
+    reported = [orjson.loads(line) for line in to_stdout.stderr.splitlines()]
+    assert [line["type"] for line in reported] == ["diagnostic"] * 3 + ["summary"]  # -q hides nothing in json
+    summary = reported[-1]
+    assert (summary["command"], summary["trajectories"], summary["output"], summary["exit_code"]) == (
+        "build",
+        13,
+        "-",
+        0,
+    )
+    assert summary["diagnostics"]["warnings"] == sum(line.get("severity") == "warning" for line in reported)
+    to_file = run_cli("build", RETAINED, "-o", tmp_path / "o.jsonl", "--json", "-q")  # the deprecated spelling
+    assert to_file.stderr == ""
+    in_file = {**summary, "output": str(tmp_path / "o.jsonl")}
+    assert [orjson.loads(line) for line in to_file.stdout.splitlines()] == [*reported[:-1], in_file]
 
 
 def test_no_payloads(tmp_path):

@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import FIXTURES, run_cli, without_null_0_7_keys
+from conftest import FIXTURES, run_cli, run_json, without_null_0_7_keys
 from ng_traj.checks import check_line
 from ng_traj.contract.revisions import keys_0_7
 
@@ -248,13 +248,13 @@ def test_golden_build(tmp_path, name, facts):
 
 def test_retained_run_diagnostics_and_summary(tmp_path):
     folder = BUILD / "retained_run" / "input"
-    result = run_cli("build", folder, "-o", tmp_path / "out.jsonl", "--json")
+    result = run_json("build", folder, "-o", tmp_path / "out.jsonl")
     lines = [line.split(": ", 1)[0].removeprefix(str(folder) + "/") for line in result.stderr.splitlines()]
     assert sorted(lines) == sorted(
         ["rollouts.jsonl:7", "capture/1-1.capture.jsonl:2", "judge_capture/0-1.capture.jsonl:1"]
     )
     assert "error[invalid_json]" in result.stderr and "warning[capture_duplicate_conflict]" in result.stderr
-    summary = orjson.loads(result.stdout)
+    summary = result.summary
     assert summary["trajectories"] == 13
     assert summary["by_origin"] == {"capture_without_row": 1, "rollout_row": 12}
     assert summary["inputs_by_kind"] == {"capture": 13, "rollouts": 2}

@@ -14,7 +14,7 @@ from pathlib import Path
 import orjson
 from test_hermes_golden import build_db
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, run_json
 
 V6 = FIXTURES / "hermes" / "db_v6_lineage" / "input" / "state.db.json"
 ROOT = "20260325_090000_root01"
@@ -29,7 +29,7 @@ def _digest(folder: Path) -> dict[str, str]:
 
 
 def _build(*inputs: Path, out: Path):
-    return run_cli("build", *inputs, "-o", out, "--json")
+    return run_json("build", *inputs, "-o", out)
 
 
 def _trajectories(out: Path) -> dict[str, dict]:
@@ -103,7 +103,7 @@ def test_truncated_database_is_reported_and_the_rest_built(tmp_path: Path) -> No
     )
     result = _build(home, out=tmp_path / "out.jsonl")
     assert result.exit_code == 0
-    summary = json.loads(result.stdout)
+    summary = result.summary
     assert summary["diagnostics"]["by_code"]["hermes_db_unreadable"] == 1
     assert list(_trajectories(tmp_path / "out.jsonl")) == ["20260402_090000_gate01"]
 

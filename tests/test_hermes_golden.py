@@ -18,7 +18,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, run_json
 from ng_traj.checks import check_line
 
 HERMES = FIXTURES / "hermes"
@@ -56,9 +56,9 @@ def build(scenario: str, tmp_path: Path, *extra: str) -> tuple[bytes, dict, str]
     """Build a scenario's materialised input; return the output bytes, the summary and standard error."""
     folder = materialise(HERMES / scenario / "input", tmp_path / "input")
     out = tmp_path / "out.jsonl"
-    result = run_cli("build", folder, "-o", out, "--json", *extra)
+    result = run_json("build", folder, "-o", out, *extra)
     assert result.exit_code == 0, result.stderr
-    return out.read_bytes(), json.loads(result.stdout), result.stderr
+    return out.read_bytes(), result.summary, result.stderr
 
 
 def golden(scenario: str, produced: bytes) -> None:

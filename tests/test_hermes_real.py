@@ -21,7 +21,7 @@ import orjson
 import pytest
 from test_hermes_golden import build_db
 
-from conftest import run_cli, shared_dir
+from conftest import run_json, shared_dir
 from ng_traj.checks import check_line
 
 LAYOUT = {
@@ -98,9 +98,9 @@ def _expected_items(home: Path) -> dict[str, list[int]]:
 def test_every_real_hermes_file_builds_valid_trajectories(tmp_path: Path) -> None:
     home = _home(tmp_path)
     out = tmp_path / "out.jsonl"
-    result = run_cli("build", home, "-o", out, "--json")
+    result = run_json("build", home, "-o", out)
     assert result.exit_code == 0, result.stderr
-    summary = json.loads(result.stdout)
+    summary = result.summary
     records = {r["rollout_id"]: r for r in map(orjson.loads, out.read_bytes().splitlines())}
     assert sorted(records) == sorted(PINNED)
     for rollout, (items, tool_calls, compactions) in PINNED.items():

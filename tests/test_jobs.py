@@ -30,6 +30,13 @@ def _build(inputs: Path, out: Path, jobs: int, *extra: str) -> subprocess.Comple
     return subprocess.run(command, capture_output=True, check=False)
 
 
+def _json_lines(stdout: bytes) -> list[dict]:
+    """The JSON output's lines, the output path (which differs per run) left out of the summary."""
+    lines = [orjson.loads(line) for line in stdout.splitlines()]
+    lines[-1].pop("output")
+    return lines
+
+
 def _files(path: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted(path.iterdir())} if path.is_dir() else {"": path.read_bytes()}
 
@@ -49,13 +56,12 @@ def test_two_jobs_write_what_one_job_writes(tmp_path, small_corpus, name):
 
 def test_summary_json_and_diagnostics_are_identical(tmp_path):
     inputs = FIXTURES / "build" / "retained_run" / "input"
-    runs = [_build(inputs, tmp_path / f"{jobs}.jsonl", jobs, "--json") for jobs in (1, 2, 3)]
-    summaries = [orjson.loads(run.stdout) for run in runs]
-    for summary in summaries:
-        summary.pop("output")
-    assert summaries[0] == summaries[1] == summaries[2]
-    assert summaries[0]["trajectories"] == 13 and summaries[0]["lines_skipped"] == 2
-    assert runs[0].stderr == runs[1].stderr == runs[2].stderr
+    runs = [_build(inputs, tmp_path / f"{jobs}.jsonl", jobs, "--output-format", "json") for jobs in (1, 2, 3)]
+    outputs = [_json_lines(run.stdout) for run in runs]
+    assert outputs[0] == outputs[1] == outputs[2]  # every diagnostic, in order, and the summary
+    assert outputs[0][-1]["trajectories"] == 13 and outputs[0][-1]["lines_skipped"] == 2
+    assert [line["code"] for line in outputs[0][:-1]] == ["invalid_json", "capture_duplicate_conflict", "invalid_json"]
+    assert runs[0].stderr == runs[1].stderr == runs[2].stderr == b""
     expected = (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_bytes()
     assert all((tmp_path / f"{jobs}.jsonl").read_bytes() == expected for jobs in (1, 2, 3))
 
@@ -69,14 +75,15 @@ def test_role_totals_and_session_totals_survive_workers(tmp_path):
     judge = FIXTURES / "judge" / "stores" / "input"
     hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
     roles = ("--role", "judge_model=judge", "--role", "policy_model=policy")
-    runs = [_build(judge, tmp_path / f"{jobs}.jsonl", jobs, "--json", *roles, str(hermes)) for jobs in (1, 2)]
-    summaries = [orjson.loads(run.stdout) for run in runs]
-    for summary in summaries:
-        summary.pop("output")
-    assert summaries[0] == summaries[1]
-    assert summaries[0]["roles"]["judge"]["calls"] == 5
-    assert summaries[0]["native_session_totals"]["sessions"] == 7
-    assert runs[0].stderr == runs[1].stderr
+    runs = [
+        _build(judge, tmp_path / f"{jobs}.jsonl", jobs, "--output-format", "json", *roles, str(hermes))
+        for jobs in (1, 2)
+    ]
+    outputs = [_json_lines(run.stdout) for run in runs]
+    assert outputs[0] == outputs[1]
+    assert outputs[0][-1]["roles"]["judge"]["calls"] == 5
+    assert outputs[0][-1]["native_session_totals"]["sessions"] == 7
+    assert runs[0].stderr == runs[1].stderr == b""
     assert (tmp_path / "1.jsonl").read_bytes() == (tmp_path / "2.jsonl").read_bytes()
 
 

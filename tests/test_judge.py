@@ -22,7 +22,7 @@ import shutil
 
 import orjson
 
-from conftest import FIXTURES, run_cli, without_null_0_7_keys
+from conftest import FIXTURES, run_cli, run_json, without_null_0_7_keys
 
 JUDGE = FIXTURES / "judge"
 ROLES = ("--role", "judge_model=judge", "--role", "policy_model=policy")
@@ -93,13 +93,13 @@ STORES = [
 def test_stores_give_one_model_call_per_judge_call_with_its_role(tmp_path):
     folder = JUDGE / "stores"
     out = tmp_path / "out.jsonl"
-    result = run_cli("build", folder / "input", "-o", out, *ROLES, "--json")
+    result = run_json("build", folder / "input", "-o", out, *ROLES)
     assert result.exit_code == 0, result.stderr
     assert _facts(out) == STORES
     if os.environ.get("NG_TRAJ_UPDATE_GOLDEN") == "1":
         (folder / "expected.jsonl").write_bytes(out.read_bytes())
     assert out.read_bytes() == (folder / "expected.jsonl").read_bytes()
-    summary = orjson.loads(result.stdout)
+    summary = result.summary
     # judge: 5 calls (0-0 x2, 0-1, 1-0, 1-1); prompt 120+118+110+130+90, completion 9+7+8+10+5, total 129+125+118+140+95
     assert summary["roles"] == {
         "judge": {"calls": 5, "prompt_tokens": 568, "completion_tokens": 39, "total_tokens": 607},
@@ -147,14 +147,14 @@ def test_row_only_judge_calls_carry_the_recorded_exchange(tmp_path):
 
 def test_without_roles_the_merge_uses_the_response_id_and_row_calls_have_no_server(tmp_path):
     out = tmp_path / "out.jsonl"
-    result = run_cli("build", JUDGE / "stores" / "input", "-o", out, "--json")
+    result = run_json("build", JUDGE / "stores" / "input", "-o", out)
     assert result.exit_code == 0
     expected = [
         (rollout, invocations, [(c[0], c[1], c[2], c[3] if c[0] else N) for c in calls], gaps)
         for rollout, invocations, calls, gaps in STORES
     ]
     assert _facts(out) == expected
-    roles = orjson.loads(result.stdout)["roles"]
+    roles = result.summary["roles"]
     assert roles == {"unmapped": {"calls": 10, "prompt_tokens": 768, "completion_tokens": 99, "total_tokens": 867}}
 
 

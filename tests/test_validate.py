@@ -68,11 +68,12 @@ def test_pointer_appears_in_rendered_line():
 
 
 def test_json_output_is_one_object_per_line_ending_with_the_summary():
-    result = run_cli("validate", "--json", DEFECTS / "missing_join_key.jsonl")
-    assert result.exit_code == 1
+    result = run_cli("validate", "--output-format", "json", DEFECTS / "missing_join_key.jsonl")
+    assert result.exit_code == 1 and result.stderr == ""
     lines = [orjson.loads(line) for line in result.stdout.splitlines()]
     assert [line["type"] for line in lines] == ["diagnostic", "diagnostic", "summary"]
     assert lines[0] == {
+        "ng_traj_output": 1,
         "type": "diagnostic",
         "path": str(DEFECTS / "missing_join_key.jsonl"),
         "line": 1,
@@ -82,7 +83,22 @@ def test_json_output_is_one_object_per_line_ending_with_the_summary():
         "pointer": "invocations.0.model_calls.0",
         "message": "needs model_call_id, or both model_ref and response_id",
     }
-    assert lines[-1]["records"] == 2 and lines[-1]["invalid"] == 2 and lines[-1]["errors"] == 2
+    assert lines[-1] == {
+        "ng_traj_output": 1,
+        "type": "summary",
+        "command": "validate",
+        "exit_code": 1,
+        "diagnostics": {"errors": 2, "warnings": 0, "infos": 0, "by_code": {"missing_join_key": 2}},
+        "files": 1,
+        "records": 2,
+        "valid": 0,
+        "invalid": 2,
+        "lines_skipped": 0,
+        "nothing_validated": [],
+        "revision": "fits both revisions (nemo-gym 0.7.0 and earlier)",
+    }
+    deprecated = run_cli("validate", "--json", DEFECTS / "missing_join_key.jsonl")
+    assert (deprecated.exit_code, deprecated.stdout) == (1, result.stdout)
 
 
 def test_directory_argument_is_a_usage_error():

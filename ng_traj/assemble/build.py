@@ -237,7 +237,7 @@ def _natives(
     for unit in slot.native:
         reader = READERS[unit.reader]
         if row_source == reader.source:
-            message = f"the row carries {reader.source} observations; session {unit.key} not read (decision 6)"
+            message = f"the row carries {reader.source} observations, which are used; session {unit.key} not read"
             sink.add(Diagnostic("info", "native_superseded", message, path=unit.anchor or unit.paths[0]))
             continue
         observations = load_unit(unit, sink)

@@ -21,7 +21,7 @@ from ng_traj.sources.manifest import ManifestEntry
 
 @dataclass
 class BuildSummary:
-    """What a build did; rendered on standard error or as JSON (``--json``)."""
+    """What a build did; rendered on standard error or as JSON (``--output-format json``)."""
 
     inputs: Inputs
     stats: PlanStats
@@ -35,7 +35,7 @@ class BuildSummary:
         return sum(self.sink.by_code[code] for code in LINE_SKIP_CODES)
 
     def to_json(self) -> dict[str, Any]:
-        """The summary as a JSON object (stable keys)."""
+        """The summary as a JSON object (stable keys; the diagnostics are counted by the caller's sink)."""
         tally, stats = self.tally, self.stats
         return {
             "trajectories": tally.trajectories,
@@ -57,11 +57,6 @@ class BuildSummary:
             "unattributed_sessions": stats.unattributed,
             "unsupported_inputs": [{"path": p, "recognised_as": d} for p, d in sorted(self.inputs.unsupported)],
             "empty_inputs": self.empty_inputs,
-            "diagnostics": {
-                "errors": self.sink.errors,
-                "warnings": self.sink.warnings,
-                "by_code": dict(sorted(self.sink.by_code.items())),
-            },
         }
 
 

@@ -8,7 +8,15 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, JSON_HELP, guarded
+from ng_traj.cli.common import DEBUG_HELP, guarded
+from ng_traj.cli.output import (
+    QUIET_HELP,
+    VERBOSE_HELP,
+    choose_format,
+    json_alias_option,
+    output_format_option,
+    verbosity,
+)
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 KINDS_HELP = "Force the kind of every named input: rollouts, capture, pi, openclaw or hermes."
@@ -36,11 +44,12 @@ def command(
         str | None,
         typer.Option("-o", "--output", help="Output file; '-' for standard output.", show_default=False),
     ] = None,
-    output_format: Annotated[
+    records_format: Annotated[
         str | None,
         typer.Option(
             "--format",
-            help="Output format: jsonl, or parquet (a dataset directory); default parquet when OUT ends in .parquet, else jsonl.",
+            help="Format of the records written to OUT: jsonl, or parquet (a dataset directory); default parquet "
+            "when OUT ends in .parquet, else jsonl. (--output-format is how diagnostics are written.)",
             show_default=False,
         ),
     ] = None,
@@ -62,8 +71,10 @@ def command(
     redact_key: Annotated[
         list[str] | None, typer.Option("--redact-key", help="Another exact key name to mask (repeatable).")
     ] = None,
-    json_output: Annotated[bool, typer.Option("--json", help=JSON_HELP + " Summary only.")] = False,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only error diagnostics.")] = False,
+    output_format: Annotated[str, output_format_option()] = "text",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    json_output: Annotated[bool, json_alias_option()] = False,
     max_line_bytes: Annotated[
         int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
@@ -85,14 +96,15 @@ def command(
     Every rollout row yields one ng_trajectory record (schema 1.0); capture files and sessions
     without a row yield their own; rows with no identity are identified by file and line. Records
     are ordered by rollout id and written as JSONL or as a Parquet dataset (a directory, one table
-    per entity). Diagnostics go to standard error; a summary follows (--json for JSON). Exit 0 on
+    per entity). Diagnostics and a summary follow (--output-format: text on standard error, json or
+    github on standard output, or on standard error with -o -). Exit 0 on
     success (warnings allowed), 1 when a named input yields nothing (or nothing at all is built:
     the output is then left as it was), 2 for usage errors.
     """
     settings = dict(
         inputs=inputs,
         output=output,
-        output_format=output_format,
+        output_format=records_format,
         force_kind=force_kind,
         manifest=manifest,
         roles=tuple(role or ()),
@@ -100,17 +112,15 @@ def command(
         payloads=not no_payloads,
         redact=redact or bool(redact_key),
         redact_keys=tuple(redact_key or ()),
-        json_output=json_output,
-        quiet=quiet,
         max_line_bytes=max_line_bytes,
         stdout_is_terminal=sys.stdout is not None and sys.stdout.isatty(),  # None when the shell closed it
         jobs=jobs,
         gym_release=gym_release,
     )
-    guarded(debug, lambda: _run(settings))
+    guarded(debug, lambda: _run(settings, choose_format(output_format, json_output), verbosity(quiet, verbose)))
 
 
-def _run(settings: dict) -> int:
+def _run(settings: dict, report_format: str, level: int) -> int:
     from ng_traj.cli.build_run import BuildRequest, run  # imported here, where an interrupt is handled
 
-    return run(BuildRequest(**settings))
+    return run(BuildRequest(**settings, report_format=report_format, level=level))

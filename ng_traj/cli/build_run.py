@@ -3,24 +3,21 @@
 from __future__ import annotations
 
 import contextlib
-import sys
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 from rich.table import Table
 from rich.text import Text
 
 from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK
+from ng_traj.cli.output import Reporter
 from ng_traj.contract.revisions import RELEASES, Release
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
+from ng_traj.diagnostics import RunError, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
 from ng_traj.redact import Redactor
 from ng_traj.roles import parse_roles
@@ -44,12 +41,12 @@ class BuildRequest:
     payloads: bool
     redact: bool
     redact_keys: tuple[str, ...]
-    json_output: bool
-    quiet: bool
     max_line_bytes: int
     stdout_is_terminal: bool
     jobs: int = 1
     gym_release: str = "0.7"
+    report_format: str = "text"
+    level: int = 0
 
 
 FORMATS = ("jsonl", "parquet")
@@ -105,61 +102,48 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     return output, chosen
 
 
-def _printer(request: BuildRequest, console) -> object:
-    show = diagnostic_printer(console)
-    allowed = {"error"} if request.quiet else {"error", "warning", "info"}
-
-    def emit(diagnostic: Diagnostic) -> None:
-        if diagnostic.severity in allowed:
-            show(diagnostic)
-
-    return emit
-
-
 def run(request: BuildRequest) -> int:
-    """Run a build; returns the exit code (PRODUCT.md §10.15)."""
+    """Run a build; returns the exit code: 1 when a named input yields nothing or nothing is built."""
     output, chosen = _check(request)
     try:
         roles = parse_roles(request.roles)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
-    console = stderr_console()
-    sink = DiagnosticSink(_printer(request, console))  # type: ignore[arg-type]
-    manifest = read_manifest(request.manifest, sink) if request.manifest else []
-    inputs, slots, stats = prepare(
-        request.inputs,
-        sink,
-        force_kind=request.force_kind,
-        manifest=manifest,
-        max_line_bytes=request.max_line_bytes,
-        exclude=None if output == STDOUT else Path(output),
-    )
-    options = BuildOptions(
-        capture_enabled=inputs.capture_enabled,
-        payloads=request.payloads,
-        attach=request.attach,
-        redactor=Redactor(request.redact_keys) if request.redact else None,
-        roles=roles,
-        max_line_bytes=request.max_line_bytes,
-        release=gym_release(request.gym_release, chosen),
-    )
-    show_progress = console.is_terminal and not request.json_output
-    columns = (TextColumn("building"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+    reporter = Reporter("build", request.report_format, request.level, results_on_stdout=output == STDOUT)
+    sink = reporter.sink
     summary = None
-    with (
-        contextlib.suppress(AbortWrite),
-        _open_output(output, chosen, request.jobs, roles) as (write, encode),
-        Progress(*columns, console=console, transient=True, disable=not show_progress) as bar,
-    ):
-        task = bar.add_task("build", total=len(slots))
-        sink.emit = _printer(request, bar.console)  # type: ignore[assignment]
-        advance = lambda _: bar.advance(task)  # noqa: E731
-        summary = build(inputs, slots, stats, options, sink, write, advance, encode=encode, jobs=request.jobs)
-        if not summary.tally.trajectories and output != STDOUT:
-            raise AbortWrite
+    with reporter.feedback() as feedback:
+        feedback.step("planning: reading and attributing inputs")
+        manifest = read_manifest(request.manifest, sink) if request.manifest else []
+        inputs, slots, stats = prepare(
+            request.inputs,
+            sink,
+            force_kind=request.force_kind,
+            manifest=manifest,
+            max_line_bytes=request.max_line_bytes,
+            exclude=None if output == STDOUT else Path(output),
+        )
+        feedback.finish_steps()
+        options = BuildOptions(
+            capture_enabled=inputs.capture_enabled,
+            payloads=request.payloads,
+            attach=request.attach,
+            redactor=Redactor(request.redact_keys) if request.redact else None,
+            roles=roles,
+            max_line_bytes=request.max_line_bytes,
+            release=gym_release(request.gym_release, chosen),
+        )
+        advance = feedback.step("building trajectories", len(slots))
+        with contextlib.suppress(AbortWrite), _open_output(output, chosen, request.jobs, roles) as (write, encode):
+            on_slot = lambda _: advance()  # noqa: E731
+            summary = build(inputs, slots, stats, options, sink, write, on_slot, encode=encode, jobs=request.jobs)
+            feedback.finish_steps()
+            if not summary.tally.trajectories and output != STDOUT:
+                raise AbortWrite
     assert summary is not None
-    _render(summary, request, output, console)
-    return EXIT_DATA if summary.empty_inputs or not summary.tally.trajectories else EXIT_OK
+    code = EXIT_DATA if summary.empty_inputs or not summary.tally.trajectories else EXIT_OK
+    _render(summary, reporter, output, code)
+    return code
 
 
 def _safe(value: Any) -> Any:
@@ -195,21 +179,17 @@ def _open_output(
         yield handle.write, encode_line
 
 
-def _render(summary: BuildSummary, request: BuildRequest, output: str, console) -> None:
-    data = _safe({**summary.to_json(), "output": output})
-    if request.json_output:
-        stream = sys.stderr.buffer if output == STDOUT else sys.stdout.buffer
-        stream.write(orjson.dumps(data, option=orjson.OPT_INDENT_2) + b"\n")
-        stream.flush()
-        return
-    for named in summary.empty_inputs:
-        console.print(f"[bold red]error:[/] {escape(named)}: nothing usable was built from this input")
+def _render(summary: BuildSummary, reporter: Reporter, output: str, code: int) -> None:
+    data = _safe({"output": output, **summary.to_json()})
+    shown = {**data, "diagnostics": reporter.counts()}
+    problems = [(named, "nothing usable was built from this input") for named in summary.empty_inputs]
     if not summary.tally.trajectories and output != STDOUT:
-        console.print(f"[bold red]error:[/] no trajectory was built; {escape(output)} was left as it was")
-    if not console.is_terminal:
-        console.print(_one_line(data), markup=False)
-        return
-    console.print(_table(data))
+        problems.append((None, f"no trajectory was built; {output} was left as it was"))
+
+    def text(console) -> None:
+        console.print(_table(shown) if console.is_terminal else _one_line(shown), markup=False)
+
+    reporter.summary(data, code, _one_line(shown), text, problems)
 
 
 def _one_line(data: dict) -> str:

@@ -1,6 +1,6 @@
-"""What every command shares: error handling, exit codes, diagnostics output, progress.
+"""What every command shares: error handling and exit codes (diagnostics, summary and progress: ``output.py``).
 
-Exit codes (PRODUCT.md §6, §10.15): 0 success (warnings allowed), 1 data errors, 2 usage or tool
+Exit codes: 0 success (warnings allowed), 1 data errors, 2 usage or tool
 errors, 130 interrupted, 141 standard output closed early. Expected errors print one red line and
 no traceback; ``--debug`` adds the traceback of unexpected ones. Colour follows ``NO_COLOR`` and is
 off when stderr is not a terminal.
@@ -12,22 +12,19 @@ import contextlib
 import os
 import sys
 import traceback
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 
 import typer
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
 
-from ng_traj.diagnostics import Diagnostic, RunError
+from ng_traj.diagnostics import RunError
 from ng_traj.io.atomic import was_interrupted
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
 DEBUG_HELP = "Show a traceback for unexpected errors."
-JSON_HELP = "Machine-readable output (JSON) instead of text."
 
 
 def stderr_console() -> Console:
@@ -91,46 +88,3 @@ def refuse_parquet_file(path: Path) -> None:
     if (path.parent / "trajectories.parquet").is_file():
         raise RunError(f"{path} is a Parquet table file of a dataset, not JSONL: name the dataset folder {path.parent}")
     raise RunError(f"{path} is a Parquet file, not JSONL: ng-traj reads Parquet only as a dataset folder it wrote")
-
-
-def diagnostic_printer(console: Console | None) -> Callable[[Diagnostic], None]:
-    """Return a function printing one diagnostic line to stderr (through ``console`` when given)."""
-    if console is None:
-        write = sys.stderr.write
-        return lambda diagnostic: write(diagnostic.render() + "\n")
-    return lambda diagnostic: console.print(diagnostic.render(), markup=False, highlight=False)
-
-
-@dataclass
-class ByteProgress:
-    """Progress over bytes read; a no-op when standard error is not a terminal."""
-
-    progress: Progress | None
-    task: int | None = None
-
-    def start(self, description: str, total: int) -> None:
-        """Begin a new bar for one input of ``total`` bytes."""
-        if self.progress is not None:
-            self.task = self.progress.add_task(description, total=total)
-
-    def advance_to(self, completed: int) -> None:
-        """Move the current bar to ``completed`` bytes."""
-        if self.progress is not None and self.task is not None:
-            self.progress.update(self.task, completed=completed)
-
-    @property
-    def console(self) -> Console | None:
-        """The live console to print through while the bar shows, if any."""
-        return self.progress.console if self.progress is not None else None
-
-
-@contextlib.contextmanager
-def byte_progress(enabled: bool = True) -> Iterator[ByteProgress]:
-    """A progress bar on standard error when it is a terminal, else nothing (PRODUCT.md §6)."""
-    console = stderr_console()
-    if not (enabled and console.is_terminal):
-        yield ByteProgress(None)
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TimeRemainingColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        yield ByteProgress(progress)

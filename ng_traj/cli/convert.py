@@ -2,23 +2,27 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ng_traj.cli.common import (
-    DEBUG_HELP,
-    EXIT_DATA,
-    EXIT_OK,
-    diagnostic_printer,
-    guarded,
-    refuse_parquet_file,
-    stderr_console,
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, refuse_parquet_file
+from ng_traj.cli.output import (
+    QUIET_HELP,
+    VERBOSE_HELP,
+    Reporter,
+    choose_format,
+    output_format_option,
+    verbosity,
 )
-from ng_traj.diagnostics import DiagnosticSink, RunError
+from ng_traj.diagnostics import DiagnosticSink, RunError, safe_text
 from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+
+if TYPE_CHECKING:
+    from ng_traj.writers.parquet_convert import Converted
 
 
 def command(
@@ -43,6 +47,9 @@ def command(
     max_line_bytes: Annotated[
         int, typer.Option(help="Skip (and report) JSONL lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
+    output_format: Annotated[str, output_format_option()] = "text",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """Convert between trajectory JSONL and a Parquet dataset (the direction follows the input).
@@ -50,42 +57,68 @@ def command(
     JSONL -> Parquet writes one table per entity (trajectories, invocations, conversation_items,
     turns, model_calls, tool_calls, gaps, compactions). Parquet -> JSONL writes the trajectories
     back, byte for byte as ng-traj build writes them. Outputs are written atomically. Records that
-    break the contract are reported and skipped: exit 1; exit 2 for usage errors.
+    break the contract are reported and skipped: exit 1; exit 2 for usage errors. Diagnostics and a
+    summary follow (--output-format: text on standard error, json or github on standard output, or
+    on standard error with -o -).
     """
-    guarded(debug, lambda: _run(source, output, max_line_bytes))
+    guarded(
+        debug,
+        lambda: _run(source, output, max_line_bytes, choose_format(output_format), verbosity(quiet, verbose)),
+    )
 
 
-def _run(source: Path, output: str, max_line_bytes: int) -> int:
+def _run(source: Path, output: str, max_line_bytes: int, output_format: str, level: int) -> int:
     if not source.exists():
         raise RunError(f"{source}: no such file or directory")
     refuse_parquet_file(source)
-    from ng_traj.writers.parquet import DatasetError, is_dataset
-    from ng_traj.writers.parquet_convert import dataset_to_jsonl, jsonl_to_dataset
-
-    console = stderr_console()
-    sink = DiagnosticSink(diagnostic_printer(console))
-    if source.is_dir():
-        if not is_dataset(source):
-            raise RunError(f"{source} is a directory but not an ng-traj Parquet dataset (no trajectories.parquet)")
-        if output != STDOUT and output.endswith(".parquet"):
-            raise RunError(f"{source} is a dataset already: name a JSONL output")
-        try:
-            with atomic_file(output) as handle:
-                counts = dataset_to_jsonl(source, handle.write, sink)
-        except DatasetError as exc:
-            raise RunError(str(exc)) from exc
-    else:
+    if not source.is_dir():
         if output == STDOUT:
             raise RunError("a Parquet dataset is a directory: name it with -o")
         if output.endswith(".jsonl"):
             raise RunError(
                 f"{source} is JSONL and converts to a Parquet dataset (a directory): name it like out.parquet"
             )
-        counts = jsonl_to_dataset(source, output, sink, max_line_bytes=max_line_bytes)
-    failed = counts.skipped or sink.errors
-    console.print(
+    from ng_traj.writers.parquet_convert import jsonl_to_dataset
+
+    reporter = Reporter("convert", output_format, level, results_on_stdout=output == STDOUT)
+    sink = reporter.sink
+    with reporter.feedback() as feedback:
+        if source.is_dir():
+            counts = _to_jsonl(source, output, sink, feedback.step(f"{source.name} -> JSONL (trajectories)"))
+        else:
+            update = feedback.step(f"{source.name} -> Parquet", source.stat().st_size, in_bytes=True)
+            counts = jsonl_to_dataset(source, output, sink, max_line_bytes=max_line_bytes, on_progress=update)
+        feedback.finish_steps()
+    code = EXIT_DATA if counts.skipped or sink.errors else EXIT_OK
+    line = (
         f"converted {counts.written} trajectories: {source} -> {output}; {counts.skipped} record(s) skipped, "
-        f"{sink.errors} error(s), {sink.warnings} warning(s)",
-        markup=False,
+        f"{sink.errors} error(s), {sink.warnings} warning(s)"
     )
-    return EXIT_DATA if failed else EXIT_OK
+    data = {
+        "source": safe_text(source),
+        "output": safe_text(output),
+        "written": counts.written,
+        "skipped": counts.skipped,
+    }
+    reporter.summary(data, code, line, lambda console: console.print(line, markup=False))
+    return code
+
+
+def _to_jsonl(source: Path, output: str, sink: DiagnosticSink, advance: Callable[[], None]) -> Converted:
+    """A dataset back to JSONL (``advance`` called per trajectory written).
+
+    Raises:
+        RunError: ``source`` is no dataset, ``output`` names a dataset, or a table or column is missing.
+    """
+    from ng_traj.writers.parquet import DatasetError, is_dataset
+    from ng_traj.writers.parquet_convert import dataset_to_jsonl
+
+    if not is_dataset(source):
+        raise RunError(f"{source} is a directory but not an ng-traj Parquet dataset (no trajectories.parquet)")
+    if output != STDOUT and output.endswith(".parquet"):
+        raise RunError(f"{source} is a dataset already: name a JSONL output")
+    try:
+        with atomic_file(output) as handle:
+            return dataset_to_jsonl(source, handle.write, sink, on_record=advance)
+    except DatasetError as exc:
+        raise RunError(str(exc)) from exc

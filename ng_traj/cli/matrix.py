@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 
-from ng_traj.cli.common import (
-    DEBUG_HELP,
-    EXIT_DATA,
-    EXIT_OK,
-    diagnostic_printer,
-    guarded,
-    refuse_parquet_file,
-    stderr_console,
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, refuse_parquet_file
+from ng_traj.cli.output import (
+    QUIET_HELP,
+    VERBOSE_HELP,
+    Reporter,
+    choose_format,
+    output_format_option,
+    verbosity,
 )
-from ng_traj.diagnostics import DiagnosticSink, RunError
+from ng_traj.diagnostics import RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 FORMATS = ("table", "markdown", "json", "csv")
 GROUPINGS = ("agent", "producer")
+T = TypeVar("T")
 
 
 def command(
@@ -37,7 +39,14 @@ def command(
     reference: Annotated[
         bool, typer.Option("--reference", help="Show the documented upstream row beside each group; mark differences.")
     ] = False,
-    output_format: Annotated[str, typer.Option("--format", help="table, markdown, json or csv.")] = "table",
+    table_format: Annotated[
+        str,
+        typer.Option(
+            "--format",
+            help="How the matrix itself is written to standard output: table, markdown, json or csv "
+            "(--output-format is how diagnostics and the summary are written).",
+        ),
+    ] = "table",
     role: Annotated[
         list[str] | None,
         typer.Option("--role", help="NAME=ROLE for model servers, used when raw inputs are built.", show_default=False),
@@ -45,6 +54,9 @@ def command(
     max_line_bytes: Annotated[
         int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
+    output_format: Annotated[str, output_format_option()] = "text",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """Compute the C1–C7 capability matrix from records: V / O / X with the counts behind each cell.
@@ -52,14 +64,32 @@ def command(
     Each record is evaluated with the rules in the README ("Matrix rules"); a group's cell is V when
     every record is V, X when every record is X, else O, shown as `O 37/50` (records that are V /
     records the criterion applies to), with the main reason (a gap code or a missing field) of every
-    cell that is not V. The matrix goes to standard output, diagnostics and a summary line to
-    standard error. Exit 0 when records were evaluated, 1 when none was, 2 for usage errors.
+    cell that is not V. The matrix goes to standard output (--format), diagnostics and a summary
+    to standard error (--output-format: text, json or github). Exit 0 when records were evaluated,
+    1 when none was, 2 for usage errors.
     """
-    guarded(debug, lambda: run(inputs, by, reference, output_format, tuple(role or ()), max_line_bytes))
+    guarded(
+        debug,
+        lambda: run(
+            inputs,
+            by,
+            reference,
+            table_format,
+            tuple(role or ()),
+            max_line_bytes,
+            Reporter("matrix", choose_format(output_format), verbosity(quiet, verbose), results_on_stdout=True),
+        ),
+    )
 
 
 def run(
-    inputs: list[Path], by: str, with_reference: bool, output_format: str, role: tuple[str, ...], max_line_bytes: int
+    inputs: list[Path],
+    by: str,
+    with_reference: bool,
+    table_format: str,
+    role: tuple[str, ...],
+    max_line_bytes: int,
+    reporter: Reporter,
 ) -> int:
     """Evaluate, render, and return the exit code."""
     from ng_traj.cli import matrix_render as render
@@ -68,8 +98,8 @@ def run(
     from ng_traj.matrix_report import load_reference, report
     from ng_traj.roles import parse_roles
 
-    if output_format not in FORMATS:
-        raise RunError(f"--format {output_format!r}: choose from {', '.join(FORMATS)}")
+    if table_format not in FORMATS:
+        raise RunError(f"--format {table_format!r}: choose from {', '.join(FORMATS)}")
     if by not in GROUPINGS:
         raise RunError(f"--by {by!r}: choose from {', '.join(GROUPINGS)}")
     try:
@@ -78,23 +108,35 @@ def run(
         raise RunError(str(exc)) from exc
     for path in inputs:
         _refuse_parquet(path)
-    console = stderr_console()
-    sink = DiagnosticSink(diagnostic_printer(console))
     documented = load_reference()
-    records = all_records(inputs, sink, roles=roles, max_line_bytes=max_line_bytes)
-    groups = tabulate(((item.record, item.context) for item in records), by, documented.concurrent)
+    with reporter.feedback() as feedback:
+        advance = feedback.step("evaluating records")
+        records = all_records(inputs, reporter.sink, roles=roles, max_line_bytes=max_line_bytes)
+        groups = tabulate(
+            ((item.record, item.context) for item in _counted(records, advance)), by, documented.concurrent
+        )
+        feedback.finish_steps()
     data = report(groups, by, documented if with_reference else None)
-    _write(data, output_format, render)
-    console.print(
+    _write(data, table_format, render)
+    code = EXIT_OK if data["records"] else EXIT_DATA
+    sink = reporter.sink
+    line = (
         f"evaluated {data['records']} record(s) in {len(data['groups'])} group(s); "
-        f"{sink.errors} error(s), {sink.warnings} warning(s)",
-        markup=False,
+        f"{sink.errors} error(s), {sink.warnings} warning(s)"
     )
-    return EXIT_OK if data["records"] else EXIT_DATA
+    summary = {"records": data["records"], "groups": len(data["groups"])}
+    reporter.summary(summary, code, line, lambda console: console.print(line, markup=False))
+    return code
 
 
-def _write(data: dict, output_format: str, render) -> None:
-    if output_format == "table":
+def _counted(items: Iterable[T], advance: Callable[[], None]) -> Iterator[T]:
+    for item in items:
+        advance()
+        yield item
+
+
+def _write(data: dict, table_format: str, render) -> None:
+    if table_format == "table":
         from rich.console import Console
 
         stdout = Console(highlight=False, emoji=False)
@@ -102,7 +144,7 @@ def _write(data: dict, output_format: str, render) -> None:
             stdout = Console(highlight=False, emoji=False, width=200)
         render.table(data, stdout)
         return
-    text = {"markdown": render.markdown, "csv": render.csv_text}.get(output_format)
+    text = {"markdown": render.markdown, "csv": render.csv_text}.get(table_format)
     sys.stdout.buffer.write(text(data).encode() if text is not None else render.json_bytes(data))
     sys.stdout.buffer.flush()
 

@@ -14,7 +14,12 @@ from ng_traj.diagnostics import RunError
 
 def command(
     name: Annotated[
-        str | None, typer.Argument(metavar="NAME", help="ng_trajectory or ng_agent_observations; all when omitted.")
+        str | None,
+        typer.Argument(
+            metavar="NAME",
+            help="ng_trajectory, ng_agent_observations or ng_traj_output (a line of --output-format json); "
+            "all when omitted.",
+        ),
     ] = None,
     write: Annotated[bool, typer.Option("--write", help="Write the files into --dir instead of printing.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when a file in --dir differs.")] = False,

@@ -2,26 +2,23 @@
 
 from __future__ import annotations
 
-import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated
 
-import orjson
 import typer
 
-from ng_traj.cli.common import (
-    DEBUG_HELP,
-    EXIT_DATA,
-    EXIT_OK,
-    JSON_HELP,
-    byte_progress,
-    diagnostic_printer,
-    guarded,
-    refuse_parquet_file,
-    stderr_console,
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, refuse_parquet_file
+from ng_traj.cli.output import (
+    QUIET_HELP,
+    VERBOSE_HELP,
+    Reporter,
+    choose_format,
+    json_alias_option,
+    output_format_option,
+    verbosity,
 )
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.diagnostics import RunError, safe_text
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 REVISION_0_7 = "0.7 fields present (needs nemo-gym 0.7.0 or later)"
@@ -30,13 +27,14 @@ REVISION_BOTH = "fits both revisions (nemo-gym 0.7.0 and earlier)"
 
 @dataclass
 class Tally:
-    """Counts for the summary line."""
+    """Counts for the summary."""
 
     files: int = 0
     records: int = 0
     invalid: int = 0
     skipped: int = 0
     with_0_7_keys: int = 0
+    nothing_validated: list[str] = field(default_factory=list)
 
 
 def command(
@@ -46,7 +44,10 @@ def command(
             metavar="FILE", help="ng_trajectory JSONL files, rollout JSONL files, or Parquet dataset directories."
         ),
     ],
-    json_output: Annotated[bool, typer.Option("--json", help=JSON_HELP)] = False,
+    output_format: Annotated[str, output_format_option()] = "text",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    json_output: Annotated[bool, json_alias_option()] = False,
     max_line_bytes: Annotated[
         int, typer.Option(help="Skip (and report) lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
@@ -58,12 +59,15 @@ def command(
     Parquet datasets written by ng-traj (rows joined back into records; the line is the record's position).
     Prints one line per problem, `path:line: severity[code] pointer: message`, then a summary.
     Files are streamed; nothing is written. Exit 0 when every record is valid (warnings allowed),
-    1 when any record or line is invalid, 2 for usage errors.
+    1 when any record or line is invalid or a named file holds no trajectory to check (empty, or
+    rollout rows without ng_trajectory), 2 for usage errors.
     """
-    guarded(debug, lambda: _run(files, json_output, max_line_bytes))
+    guarded(
+        debug, lambda: _run(files, choose_format(output_format, json_output), verbosity(quiet, verbose), max_line_bytes)
+    )
 
 
-def _run(files: list[Path], json_output: bool, max_line_bytes: int) -> int:
+def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int) -> int:
     for path in files:
         if not path.exists():
             raise RunError(f"{path}: no such file")
@@ -73,51 +77,46 @@ def _run(files: list[Path], json_output: bool, max_line_bytes: int) -> int:
     from ng_traj.validate import validate_dataset, validate_file
 
     tally = Tally()
-    with byte_progress(enabled=not json_output) as progress:
-        emit = _json_emitter() if json_output else diagnostic_printer(progress.console)
-        sink = DiagnosticSink(emit)
+    reporter = Reporter("validate", output_format, level)
+    sink = reporter.sink
+    with reporter.feedback() as feedback:
         for path in files:
             tally.files += 1
             if path.is_dir():
+                feedback.step(f"{path.name} (dataset)")
                 result = validate_dataset(path, sink)
             else:
-                progress.start(path.name, path.stat().st_size)
-                result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=progress.advance_to)
+                update = feedback.step(path.name, path.stat().st_size, in_bytes=True)
+                result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=update)
             tally.records += result.records
             tally.invalid += result.invalid
             tally.skipped += result.skipped
             tally.with_0_7_keys += result.with_0_7_keys
-    _summary(tally, sink, json_output)
-    return EXIT_DATA if sink.errors else EXIT_OK
+            if not result.records:
+                tally.nothing_validated.append(str(path))
+        feedback.finish_steps()
+    code = EXIT_DATA if sink.errors or tally.nothing_validated else EXIT_OK
+    _summary(tally, reporter, code)
+    return code
 
 
-def _json_emitter():
-    write = sys.stdout.buffer.write
-
-    def emit(diagnostic: Diagnostic) -> None:
-        write(orjson.dumps({"type": "diagnostic", **diagnostic.to_json()}) + b"\n")
-
-    return emit
-
-
-def _summary(tally: Tally, sink: DiagnosticSink, json_output: bool) -> None:
-    summary = {
-        "type": "summary",
+def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
+    data = {
         "files": tally.files,
         "records": tally.records,
         "valid": tally.records - tally.invalid,
         "invalid": tally.invalid,
         "lines_skipped": tally.skipped,
-        "errors": sink.errors,
-        "warnings": sink.warnings,
-        "by_code": dict(sorted(sink.by_code.items())),
+        "nothing_validated": [safe_text(path) for path in tally.nothing_validated],
         "revision": REVISION_0_7 if tally.with_0_7_keys else REVISION_BOTH,
     }
-    if json_output:
-        sys.stdout.buffer.write(orjson.dumps(summary) + b"\n")
-        return
-    verdict = "[bold red]invalid[/]" if sink.errors else "[bold green]valid[/]"
-    stderr_console().print(
-        f"{verdict}: {tally.files} file(s), {tally.records} record(s), {tally.invalid} invalid, "
-        f"{tally.skipped} line(s) skipped; {sink.errors} error(s), {sink.warnings} warning(s); {summary['revision']}"
+    sink = reporter.sink
+    counts = (
+        f"{tally.files} file(s), {tally.records} record(s), {tally.invalid} invalid, "
+        f"{tally.skipped} line(s) skipped; {sink.errors} error(s), {sink.warnings} warning(s); {data['revision']}"
     )
+    verdict = "invalid" if sink.errors else "nothing validated" if tally.nothing_validated else "valid"
+    problems = [(path, "nothing was validated: it holds no trajectory record") for path in tally.nothing_validated]
+    colour = "green" if verdict == "valid" else "red"
+    text = lambda console: console.print(f"[bold {colour}]{verdict}[/]: {counts}")  # noqa: E731
+    reporter.summary(data, code, f"{verdict}: {counts}", text, problems)

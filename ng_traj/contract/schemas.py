@@ -1,5 +1,6 @@
 """JSON Schemas of the records ng-traj writes, generated from the contract models.
 
+``ng_traj_output`` describes one line of the commands' own JSON output (``--output-format json``).
 The committed copies live in ``schemas/`` (``ng-traj schema --write``); a test regenerates them and
 fails on drift. JSON Schema cannot express the cross-field invariants (unique ids, turn identity,
 tool timing order, the ref join key, parent cycles, complete token metadata); ``ng-traj validate``
@@ -14,6 +15,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from ng_traj.contract.observations import AgentObservationBundle
+from ng_traj.contract.output import OutputLine
 from ng_traj.contract.revisions import ITEM_KEYS_0_7, METADATA_KEYS_0_7
 from ng_traj.contract.trajectory import TrajectoryRecord
 
@@ -22,6 +24,7 @@ DIALECT = "https://json-schema.org/draft/2020-12/schema"
 SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "ng_trajectory": TrajectoryRecord,
     "ng_agent_observations": AgentObservationBundle,
+    "ng_traj_output": OutputLine,
 }
 """Schema name -> model; written as ``schemas/<name>.schema.json``."""
 

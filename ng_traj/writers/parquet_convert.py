@@ -62,9 +62,16 @@ def _bundle(row: dict[str, Any], sink: DiagnosticSink, path: str, line: int) -> 
 
 
 def jsonl_to_dataset(
-    source: Path, target: str | Path, sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    source: Path,
+    target: str | Path,
+    sink: DiagnosticSink,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    on_progress: Callable[[int], Any] | None = None,
 ) -> Converted:
     """Write the trajectories of a JSONL file as a dataset at ``target`` (atomically).
+
+    ``on_progress`` is called with the bytes of ``source`` read so far, after every line.
 
     Raises:
         RunError: ``target`` cannot be written or holds something other than a dataset.
@@ -73,6 +80,8 @@ def jsonl_to_dataset(
     name = str(source)
     with open_dataset(target) as dataset:
         for line in read_json_objects(source, sink, max_line_bytes=max_line_bytes):
+            if on_progress is not None:
+                on_progress(line.offset + line.size)
             row = line.value
             is_row = not is_bare_trajectory(row)
             value = row.get("ng_trajectory") if is_row else row
@@ -115,14 +124,23 @@ def dataset_records(source: Path, sink: DiagnosticSink) -> Iterator[tuple[int, A
         yield record.index, record.value
 
 
-def dataset_to_jsonl(source: Path, write: Callable[[bytes], Any], sink: DiagnosticSink) -> Converted:
+def dataset_to_jsonl(
+    source: Path,
+    write: Callable[[bytes], Any],
+    sink: DiagnosticSink,
+    on_record: Callable[[], Any] | None = None,
+) -> Converted:
     """Write every trajectory of a dataset as JSONL through ``write``, in dataset order.
+
+    ``on_record`` is called once per trajectory read (written or skipped).
 
     Raises:
         DatasetError: The dataset lacks a table or a column.
     """
     counts = Converted()
     for index, value in dataset_records(source, sink):
+        if on_record is not None:
+            on_record()
         record = _record(value, sink, str(source), index + 1) if value is not None else None
         if record is None:
             counts.skipped += 1

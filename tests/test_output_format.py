@@ -1,0 +1,231 @@
+"""``--output-format text|json|github`` on every command: where lines go, what they hold, info summaries."""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import subprocess
+import sys
+from pathlib import Path
+
+import jsonschema
+import orjson
+import pytest
+
+from conftest import FIXTURES, ROOT, run_cli, shared_dir
+from ng_traj.diagnostics import Diagnostic
+from ng_traj.validate import validate_file
+
+RETAINED = FIXTURES / "build" / "retained_run" / "input"
+RETAINED_EXPECTED = FIXTURES / "build" / "retained_run" / "expected.jsonl"
+DEFECTS = FIXTURES / "validate" / "defects"
+MATRIX = FIXTURES / "matrix"
+VALIDATOR = jsonschema.Draft202012Validator(
+    json.loads((ROOT / "schemas" / "ng_traj_output.schema.json").read_text(encoding="utf-8"))
+)
+
+
+def _lines(text: str) -> list[dict]:
+    """The JSON lines of ``text``, each checked against the committed schema, the summary last and only there."""
+    lines = [orjson.loads(line) for line in text.splitlines()]
+    for line in lines:
+        VALIDATOR.validate(line)
+    assert [line["type"] for line in lines] == ["diagnostic"] * (len(lines) - 1) + ["summary"]
+    return lines
+
+
+def _dataset(tmp_path: Path) -> Path:
+    dataset = tmp_path / "d.parquet"
+    assert run_cli("convert", RETAINED_EXPECTED, "-o", dataset).exit_code == 0
+    return dataset
+
+
+def _every_command(tmp_path: Path) -> list[tuple[list, str]]:
+    """``(arguments, stream holding the JSON lines)`` for each command, in its two placements where it has them."""
+    broken = tmp_path / "broken.jsonl"
+    broken.write_bytes(RETAINED_EXPECTED.read_bytes() + b"{not json\n" + b'{"schema_version": "2.0"}\n')
+    return [
+        (["build", RETAINED, "-o", tmp_path / "b.jsonl"], "stdout"),
+        (["build", RETAINED, "-o", "-"], "stderr"),
+        (["build", RETAINED, "-o", tmp_path / "b.parquet", "--attach"], "stdout"),  # a usage error: no JSON
+        (["validate", *sorted(DEFECTS.glob("*.jsonl"))], "stdout"),
+        (["validate", tmp_path / "empty.jsonl"], "stdout"),
+        (["matrix", MATRIX / "rows.jsonl", "--format", "json"], "stderr"),
+        (["convert", broken, "-o", tmp_path / "c.parquet"], "stdout"),
+        (["convert", _dataset(tmp_path), "-o", "-"], "stderr"),
+    ]
+
+
+def test_every_json_line_of_every_command_validates_against_the_committed_schema(tmp_path):
+    (tmp_path / "empty.jsonl").write_text("\n")
+    seen = set()
+    for args, stream in _every_command(tmp_path):
+        result = run_cli(*args, "--output-format", "json")
+        if result.exit_code == 2:
+            assert result.stdout == "" and result.stderr.startswith("error:")
+            continue
+        lines = _lines(getattr(result, stream))
+        other = result.stderr if stream == "stdout" else result.stdout
+        assert "ng_traj_output" not in other, args  # nothing of the report on the other stream
+        assert lines[-1]["exit_code"] == result.exit_code
+        seen.update((line["type"], line.get("command"), line.get("severity")) for line in lines)
+    assert {("summary", command, None) for command in ("build", "validate", "matrix", "convert")} <= seen
+    assert {("diagnostic", None, severity) for severity in ("error", "warning")} <= seen
+
+
+def test_json_of_the_shared_samples_has_every_diagnostic_whatever_quiet_says(tmp_path):
+    samples = shared_dir("producer-samples")
+    quiet = run_cli("build", samples, "-o", tmp_path / "o.jsonl", "--output-format", "json", "-q")
+    lines = _lines(quiet.stdout)
+    summary = lines[-1]["diagnostics"]
+    assert summary["infos"] == sum(line.get("severity") == "info" for line in lines) > 0
+    assert summary["by_code"]["session_unattributed"] == 29
+    assert sum(line.get("code") == "session_unattributed" for line in lines) == 29
+
+
+def test_info_is_summarised_by_default_listed_with_verbose_and_hidden_with_quiet(tmp_path):
+    samples = shared_dir("producer-samples")
+    out = tmp_path / "o.jsonl"
+    default = run_cli("build", samples, "-o", out).stderr.splitlines()
+    unattributed = [line for line in default if "[session_unattributed]" in line]
+    assert unattributed == [
+        "info[session_unattributed]: 29 times: a native session no manifest, folder, response id or run id "
+        "ties to a rollout (--verbose lists each)"
+    ]
+    single = [line for line in default if "info[hermes_store_unused]" in line]  # a code seen once is shown itself
+    assert single == [
+        f"{samples / 'hermes' / 'hermes_gateway-sessions-store.json'}: info[hermes_store_unused]: gateway session "
+        "store naming 1 session(s), none of them among the inputs; nothing to build"
+    ]
+    verbose = run_cli("build", samples, "-o", out, "--verbose").stderr.splitlines()
+    assert sum("info[session_unattributed]:" in line for line in verbose) == 29
+    assert all(line.startswith(str(samples)) for line in verbose if "info[session_unattributed]" in line)
+    quiet = run_cli("build", samples, "-o", out, "-q").stderr.splitlines()
+    assert not [line for line in quiet if "info[" in line]
+    assert sum("warning[session_repeated]" in line for line in quiet) == 2  # -q keeps warnings
+    assert quiet[-1].startswith("built 29 trajectories")
+    assert run_cli("build", samples, "-o", out, "-q", "-v").exit_code == 2
+
+
+def test_github_annotations_escape_data_and_properties():
+    from ng_traj.cli.output import github_annotation, workflow_command
+
+    diagnostic = Diagnostic(
+        "error", "invalid_json", "50% done\r\nnext: \x1b[2J", path="runs/a:b,c%.jsonl", line=7, pointer="x.0"
+    )
+    assert github_annotation(diagnostic) == (
+        "::error file=runs/a%3Ab%2Cc%25.jsonl,line=7::[invalid_json] x.0: 50%25 done%0D%0Anext: \\x1b[2J"
+    )
+    info = Diagnostic("info", "native_superseded", "m")
+    assert github_annotation(info) == "::notice::[native_superseded] m"
+    assert workflow_command("warning", "a,b:c", "p") == "::warning file=p::a,b:c"  # the text keeps : and ,
+
+
+def test_github_output_of_validate_and_build(tmp_path):
+    result = run_cli("validate", DEFECTS / "nul_bytes.jsonl", "--output-format", "github")
+    assert result.exit_code == 1 and result.stderr == ""
+    path = DEFECTS / "nul_bytes.jsonl"
+    assert result.stdout.splitlines()[0] == f"::error file={path},line=2::[nul_byte] raw NUL byte at column 15"
+    assert result.stdout.splitlines()[-1].startswith("invalid: 1 file(s)")
+    built = run_cli("build", RETAINED, "-o", "-", "--output-format", "github")
+    assert built.stdout.encode() == RETAINED_EXPECTED.read_bytes()
+    annotations = built.stderr.splitlines()
+    assert sorted(line.split(" ", 1)[0] for line in annotations[:-1]) == ["::error", "::error", "::warning"]
+    assert annotations[-1].startswith("built 13 trajectories")
+
+
+def test_matrix_diagnostics_go_to_standard_error_and_its_table_stays_on_standard_output():
+    text = run_cli("matrix", MATRIX / "rows.jsonl", "--format", "json")
+    as_json = run_cli("matrix", MATRIX / "rows.jsonl", "--format", "json", "--output-format", "json")
+    assert as_json.stdout == text.stdout and orjson.loads(as_json.stdout)["records"] == 5
+    (summary,) = _lines(as_json.stderr)
+    assert (summary["command"], summary["records"], summary["groups"], summary["exit_code"]) == ("matrix", 5, 2, 0)
+
+
+def test_conflicting_format_options_are_a_usage_error():
+    for args in (["--json", "--output-format", "github"], ["--output-format", "xml"]):
+        result = run_cli("validate", DEFECTS / "nul_bytes.jsonl", *args)
+        assert result.exit_code == 2 and "Traceback" not in result.stderr
+        assert "--output-format" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        ("\n\n", "warning[empty_input]: the file holds no records"),
+        ('{"responses_create_params": {"input": "x"}, "response": {"output": []}}\n', "warning[trajectory_missing]"),
+    ],
+    ids=["empty", "rows_without_trajectory"],
+)
+def test_validate_with_nothing_to_check_exits_1(tmp_path, content, message):
+    path = tmp_path / "in.jsonl"
+    path.write_text(content)
+    result = run_cli("validate", path)
+    assert result.exit_code == 1
+    assert message in result.stderr
+    assert f"error: {path}: nothing was validated: it holds no trajectory record" in result.stderr
+    assert result.stderr.splitlines()[-1].startswith("nothing validated: 1 file(s), 0 record(s)")
+    (summary,) = [line for line in _lines(run_cli("validate", path, "--output-format", "json").stdout)[-1:]]
+    assert (summary["exit_code"], summary["nothing_validated"]) == (1, [str(path)])
+    with_valid = run_cli("validate", path, *sorted((FIXTURES / "validate" / "valid").glob("*.jsonl")))
+    assert with_valid.exit_code == 1  # as build: a named input that yields nothing fails the run
+
+
+def test_validate_reports_progress_in_bytes_up_to_the_end_of_a_small_file(tmp_path):
+    from ng_traj.diagnostics import DiagnosticSink
+
+    path = FIXTURES / "validate" / "valid"
+    source = sorted(path.glob("*.jsonl"))[0]
+    reported = []
+    validate_file(source, DiagnosticSink(), on_progress=reported.append)
+    assert reported == [source.stat().st_size]
+
+
+def test_progress_shows_only_for_text_on_a_terminal():
+    import io
+
+    from rich.console import Console
+
+    from ng_traj.cli.output import Reporter
+
+    def shown(output_format: str, terminal: bool) -> bool:
+        console = Console(file=io.StringIO(), force_terminal=terminal)
+        with Reporter("validate", output_format, console=console).feedback() as feedback:
+            return feedback.progress is not None
+
+    assert shown("text", True)
+    assert not shown("text", False) and not shown("json", True) and not shown("github", True)
+
+
+def _on_a_terminal(*args) -> str:
+    """Run ``ng-traj`` with standard error on a pseudo-terminal; return what was drawn there."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "200", "TERM": "xterm"}
+    env.pop("NO_COLOR", None)
+    command = [sys.executable, "-m", "ng_traj", *map(str, args)]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=follower, env=env)
+    os.close(follower)
+    drawn = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the other end closed
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    process.communicate(timeout=120)
+    os.close(leader)
+    return drawn.decode("utf-8", "replace")
+
+
+def test_build_shows_planning_and_building_steps_and_validate_counts_bytes(tmp_path):
+    drawn = _on_a_terminal("build", RETAINED, "-o", tmp_path / "o.jsonl")
+    assert "planning: reading and attributing inputs" in drawn and "building trajectories" in drawn
+    assert "13/13" in drawn
+    size = RETAINED_EXPECTED.stat().st_size  # 28 kB in 13 records: once drawn as 0 bytes read
+    drawn = _on_a_terminal("validate", RETAINED_EXPECTED)
+    assert f"{size / 1000:.1f}/{size / 1000:.1f} kB" in drawn
+    quiet = _on_a_terminal("build", RETAINED, "-o", tmp_path / "o.jsonl", "--output-format", "json")
+    assert "planning" not in quiet
