@@ -437,3 +437,31 @@ def test_chat_stream_keep_alives_are_skipped_and_refusals_joined():
     assert (record.response_id, record.finish_reason) == ("c1", "stop")
     message = reassemble(raw, "chat_completions")["choices"][0]["message"]
     assert message == {"role": "assistant", "content": None, "refusal": "I cannot."}
+
+
+def test_a_redacted_history_drops_payloads_read_from_stores_and_keeps_those_the_row_recorded(tmp_path):
+    store = tmp_path / "capture"
+    store.mkdir()
+    image = {"input": [{"type": "input_image", "image_url": "data:image/png;base64,AAAA"}]}
+    line = _line(request=image, response={"id": "r1", "status": "completed", "output": []})
+    (store / "0-0.capture.jsonl").write_text(json.dumps(line) + "\n")
+    redacted = {"source": "pi", "records": [], "gaps": [{"code": "multimodal_history_redacted"}]}
+    row = {"_ng_rollout_id": "0-0", "response": {"output": []}, "ng_agent_observations": redacted}
+    rows = tmp_path / "rollouts.jsonl"
+    rows.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", rows, store, "-o", out, "-q").exit_code == 0
+    (call,) = json.loads(out.read_text())["model_calls"]
+    assert (call["request"], call["response"]) == (None, None)
+    assert call["response_metadata"]["response_status"] == "completed"  # derived before the payload went
+    attached = {
+        **row,
+        "ng_model_call_capture": {
+            "rollout_id": "0-0",
+            "calls": [{**derive_record(line, call_index=0).model_dump(), "response_status": None}],
+        },
+    }
+    rows.write_text(json.dumps(attached) + "\n")
+    assert run_cli("build", rows, "-o", out, "-q").exit_code == 0
+    (call,) = json.loads(out.read_text())["model_calls"]
+    assert call["request"] == image and call["response_metadata"]["response_status"] == "completed"

@@ -174,7 +174,7 @@ def test_attachments_fill_what_capture_left_out_and_a_projected_call_is_not_adde
             "0-0",
             ["rollout_record"],
             [("a1", "resp_pa", POLICY, "policy_model"), ("a2", "resp_ja", (100, 6, 2, 106, 50), "judge_model")],
-            FALLBACK,
+            [("model_call_payload_from_judge_record", "judge_evaluations.0:resp_ja"), *FALLBACK],
         ),
         (
             "0-1",

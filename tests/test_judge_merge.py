@@ -104,7 +104,11 @@ def test_merge_fills_only_what_capture_left_null():
     calls, _ = read_judge_calls(_row(_response("resp_j", {"input_tokens": 7, "output_tokens": 1}), _response("resp_k")))
     merged = merge_judge_calls(calls, [raw, stripped], None, {})
     first, second = merged.capture_calls
-    assert merged.own_calls == [] and merged.gaps == []
+    assert merged.own_calls == []
+    # the second call's request came from the row: said by a gap; the first kept its own body
+    assert [(g.code, g.detail) for g in merged.gaps] == [
+        ("model_call_payload_from_judge_record", "judge_evaluations.1:resp_k")
+    ]
     assert first["response"] is None and first["response_raw"].startswith("event:")  # capture kept a body: untouched
     assert (first["tokens_in"], first["model_call_id"]) == (7, "c1")  # null counts filled from the row
     assert second["request"] == {"input": "grade"}  # no request in capture at all: the row's

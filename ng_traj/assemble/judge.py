@@ -10,8 +10,9 @@ key the exact ``(model_ref, response_id)``). Known calls are looked up in this o
    then projected again), nothing is added;
 2. the rollout's captured calls: the same call, seen twice; the captured call stays the model call
    and the judge record fills only what capture left null (payloads where capture kept neither the
-   parsed nor the raw body, as in a collector attachment; token counts, model and status where the
-   captured response had none);
+   parsed nor the raw body, as in a collector attachment, with the gap
+   ``model_call_payload_from_judge_record``, detail ``<location>:<response_id>``; token counts, model
+   and status where the captured response had none);
 3. none: the judge call becomes a model call of its own, after the captured calls, with the gap
    ``model_call_from_judge_record`` (detail ``<location>:<response_id>``).
 
@@ -38,6 +39,7 @@ from ng_traj.roles import judge_server, may_be_judge, ref_name
 from ng_traj.sources.judge.records import JudgeCall, SkippedJudgeRecord, read_judge_calls
 
 JUDGE_RECORD_GAP = "model_call_from_judge_record"
+JUDGE_PAYLOAD_GAP = "model_call_payload_from_judge_record"
 _PAYLOADS = (("request", "request_raw"), ("response", "response_raw"))
 
 
@@ -95,16 +97,19 @@ def _matches(judge: JudgeCall, known: _Known, roles: Mapping[str, str]) -> bool:
     return bool(record.response_id) and known.response_id == record.response_id and may_be_judge(known.server, roles)
 
 
-def _filled(call: Mapping[str, Any], judge: Mapping[str, Any]) -> dict[str, Any]:
-    """``call`` with its null values taken from ``judge``; payloads only where capture kept no body."""
+def _filled(call: Mapping[str, Any], judge: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:
+    """``call`` with its null values taken from ``judge``, payloads only where capture kept no body;
+    and whether a payload was filled so."""
     merged = dict(call)
     for key, value in judge.items():
         if merged.get(key) is None and key not in ("request", "response", "request_raw", "response_raw"):
             merged[key] = value
+    filled = False
     for parsed, raw in _PAYLOADS:
         if merged.get(parsed) is None and merged.get(raw) is None:
             merged[parsed] = judge.get(parsed)
-    return merged
+            filled = filled or merged[parsed] is not None
+    return merged, filled
 
 
 def _find(judge: JudgeCall, known: Sequence[_Known], roles: Mapping[str, str]) -> list[_Known]:
@@ -148,7 +153,10 @@ def merge_judge_calls(
             claimed.add(found[0].where)
             kind, position = found[0].where
             if kind == "capture":
-                result.capture_calls[position] = _filled(result.capture_calls[position], record_mapping(judge.record))
+                merged, filled = _filled(result.capture_calls[position], record_mapping(judge.record))
+                result.capture_calls[position] = merged
+                if filled:
+                    result.gaps.append(ObservationGap(code=JUDGE_PAYLOAD_GAP, detail=judge.label))
     return result
 
 

@@ -185,6 +185,10 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "a ShareGPT tool call took its id from the tool response at the same position in the next tool turn "
         "(the format's only pairing); detail is the tool call id"
     ),
+    "model_call_payload_from_judge_record": (
+        "a captured call kept no request or response body (a collector attachment without payloads) and the "
+        "row's judge record supplied it; detail is <location>:<response_id>"
+    ),
     "model_call_from_judge_record": (
         "a judge call known only from the rollout row's judge record (no captured call matched): metadata and "
         "token counts derive from the recorded response; detail is <location>:<response_id>"
