@@ -14,8 +14,8 @@ from pathlib import Path
 from ng_traj.checks import check_line, check_trajectory
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, JsonLine, iter_json_lines, not_an_object
-from ng_traj.writers.parquet import DatasetError
 from ng_traj.writers.parquet_convert import dataset_records
+from ng_traj.writers.parquet_layout import DatasetError
 
 
 @dataclass
@@ -60,7 +60,8 @@ def validate_dataset(path: Path, sink: DiagnosticSink) -> FileResult:
     """Validate every trajectory of a Parquet dataset (rows joined back into records), streaming.
 
     Diagnostics name the dataset directory and, as the line, the trajectory's 1-based position
-    (``trajectory_index`` + 1). A missing table or column is one ``dataset_invalid`` error.
+    (``trajectory_index`` + 1). A missing or wrong manifest, table file or column, and a dataset of
+    the first layout (loose table files), is one ``dataset_invalid`` error.
     """
     result = FileResult()
     name = str(path)

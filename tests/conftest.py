@@ -50,3 +50,20 @@ def generated_corpus(root: Path, rollouts: int, calls: int, seed: int) -> Path:
 def small_corpus(tmp_path_factory) -> Path:
     """130 rollouts of 2-6 calls: every dialect and agent, streams, one corrupt capture line (rollout 125)."""
     return generated_corpus(tmp_path_factory.mktemp("small_corpus"), 130, 4, 11)
+
+
+def table_file(dataset: Path, name: str, chunk: int = 0) -> Path:
+    """Chunk file ``chunk`` of table ``name`` in a dataset folder."""
+    return dataset / name / f"part-{chunk:05d}.parquet"
+
+
+def rewrite_table(dataset: Path, name: str, table) -> None:
+    """Replace the one chunk file of table ``name`` by ``table`` (a ``pyarrow.Table``), with the
+    manifest's row count kept in step, as a damaged dataset whose manifest still agrees would be."""
+    import orjson
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, table_file(dataset, name))
+    manifest = orjson.loads((dataset / "ng_traj.json").read_bytes())
+    manifest["tables"][name]["rows"] = table.num_rows
+    (dataset / "ng_traj.json").write_bytes(orjson.dumps(manifest))

@@ -31,7 +31,9 @@ def _build(inputs: Path, out: Path, jobs: int, *extra: str) -> subprocess.Comple
 
 
 def _files(path: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(path.iterdir())} if path.is_dir() else {"": path.read_bytes()}
+    if not path.is_dir():
+        return {"": path.read_bytes()}
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])

@@ -3,16 +3,20 @@
 The Arrow schemas are in ``writers/parquet.py``; this module needs no pyarrow, so worker processes
 and the build import it cheaply. One table per entity (PRODUCT.md §5): ``trajectories``,
 ``invocations``, ``conversation_items``, ``turns``, ``model_calls``, ``tool_calls``, ``gaps`` and
-``compactions``. Every row carries the key
-columns ``trajectory_index`` (0-based position of its trajectory in the dataset, which is the line
-number minus one of the same build as JSONL; unique even when several runs share a rollout id),
-``rollout_id`` and ``task_id``, then its position in its parent list (``*_index``) and the entity's
-fields: ids, statuses and codes as strings, times as float64 UTC Unix **seconds**, durations and
-latencies as float64 **milliseconds**, token counts and HTTP statuses as int64, and open values
-(payloads, conversation items, questions, answers, tool outputs) as JSON text. Model-call refs are
-lists of ``{model_call_id, model_ref_type, model_ref_name, response_id}`` structs.
+``compactions``. Every row carries the key columns ``trajectory_index`` (0-based position of its
+trajectory in the dataset, which is the line number minus one of the same build as JSONL; unique
+even when several runs share a rollout id), ``run``, ``rollout_id`` and ``task_id``, then its
+position in its parent list (``*_index``) and the entity's fields: ids, statuses and codes as
+strings, times as float64 UTC Unix **seconds**, durations and latencies as float64
+**milliseconds**, token counts and HTTP statuses as int64, and open values (payloads, conversation
+items, questions, answers, tool outputs) as JSON text. Model-call refs are lists of
+``{model_call_id, model_ref_type, model_ref_name, response_id}`` structs.
 
-Convenience columns exist only here, never in ``ng_trajectory``: ``agent`` (the row's
+Convenience columns exist only here, never in ``ng_trajectory``: ``run`` (the run's label, as
+the build names runs in gap details; for ``convert``, the converted file's name), and on
+trajectories ``source_file`` (the rollouts file of the row, named like its run), ``reward``,
+``task_index``, ``rollout_index`` and ``attempt`` (the row's ``reward``, ``_ng_task_index``,
+``_ng_rollout_index``, ``_ng_attempt_index``; 0 for a row without one), ``agent`` (the row's
 ``agent_ref.name``) and ``producer`` (the ``source`` of the observation bundle of highest
 precedence) on trajectories, ``role`` (from the build's role map by ``model_ref.name``) on model
 calls. ``compactions`` holds the ``ContextCompactionObservation`` records of the observation bundles
@@ -50,19 +54,52 @@ class Extras:
         agent: The rollout row's ``agent_ref.name``.
         producer: ``source`` of the highest-precedence observation bundle projected.
         compactions: ``(source, compaction observation as JSON)`` of every projected bundle.
+        run: The run's label (``""`` for a trajectory without a rollout row).
+        row: :func:`row_columns` of the rollout row: source file, reward, task, rollout and
+            attempt indexes.
     """
 
     agent: str | None = None
     producer: str | None = None
     compactions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    run: str = ""
+    row: tuple[Any, ...] = (None, None, None, None, None)
+
+
+def _integer(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def row_columns(row: Mapping[str, Any] | None, source_file: str | None) -> tuple[Any, ...]:
+    """``(source_file, reward, task_index, rollout_index, attempt)`` of a rollout row (all null
+    without one). A reward that is not a number, and indexes that are not integers, are null; a row
+    without ``_ng_attempt_index`` is attempt 0, as upstream writes the key only above 0."""
+    if row is None:
+        return (source_file, None, None, None, None)
+    reward = row.get("reward")
+    reward = float(reward) if type(reward) in (int, float) and abs(reward) < 1e308 else None
+    attempt = row.get("_ng_attempt_index", 0)
+    return (
+        source_file,
+        reward,
+        _integer(row.get("_ng_task_index")),
+        _integer(row.get("_ng_rollout_index")),
+        _integer(attempt),
+    )
 
 
 def extras_of(
-    row: Mapping[str, Any] | None, bundles: Iterable[Any], mask: Callable[[Any], Any] | None = None
+    row: Mapping[str, Any] | None,
+    bundles: Iterable[Any],
+    mask: Callable[[Any], Any] | None = None,
+    *,
+    run: str = "",
+    source_file: str | None = None,
 ) -> Extras:
     """The Parquet-only values of a trajectory: the row's ``agent_ref.name``, the first observation
-    bundle's ``source`` (bundles in precedence order; values that are not bundles skipped), and every
-    compaction of the bundles (passed through ``mask``, the ``--redact`` masking, when given)."""
+    bundle's ``source`` (bundles in precedence order; values that are not bundles skipped), every
+    compaction of the bundles (passed through ``mask``, the ``--redact`` masking, when given), the
+    ``run`` label and the :func:`row_columns`."""
     agent_ref = row.get("agent_ref") if row is not None else None
     agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
     projected = [bundle for bundle in bundles if isinstance(bundle, AgentObservationBundle)]
@@ -73,7 +110,8 @@ def extras_of(
                 dumped = record.model_dump(mode="json")
                 compactions.append((bundle.source, mask(dumped) if mask is not None else dumped))
     producer = projected[0].source if projected else None
-    return Extras(agent if isinstance(agent, str) else None, producer, compactions)
+    agent = agent if isinstance(agent, str) else None
+    return Extras(agent, producer, compactions, run, row_columns(row, source_file))
 
 
 def _json(value: Any) -> bytes | None:
@@ -162,10 +200,12 @@ def record_rows(index: int, record: TrajectoryRecord, extras: Extras, roles: Map
         extras: Convenience values and compaction observations.
         roles: Model-server name -> role, for the ``role`` column (unmapped: null).
     """
-    key = (index, record.rollout_id, record.task_id)
+    key = (index, extras.run, record.rollout_id, record.task_id)
     counts = (len(record.invocations), len(record.turns), len(record.model_calls), len(record.tool_calls))
+    source_file, *numbers = extras.row
+    head = (*key, record.schema_version, source_file, extras.agent, extras.producer, *numbers)
     rows: Rows = {
-        "trajectories": [(*key, record.schema_version, extras.agent, extras.producer, *counts, len(record.gaps))],
+        "trajectories": [(*head, *counts, len(record.gaps))],
         "invocations": [],
         "conversation_items": [],
         "turns": [_turn_row(key, n, turn) for n, turn in enumerate(record.turns)],
