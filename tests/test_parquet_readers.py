@@ -310,6 +310,12 @@ def test_files_that_disagree_with_the_manifest_are_dataset_errors(dataset, tmp_p
     table_file(copy, "gaps").unlink()
     result = run_cli("validate", copy)
     assert result.exit_code == 1 and f"{table_file(copy, 'gaps')}" in result.stderr
+    # A manifest naming a file outside the table folders is refused, not followed.
+    manifest = orjson.loads((copy / "ng_traj.json").read_bytes())
+    manifest["tables"]["gaps"]["files"] = ["../../elsewhere.parquet"]
+    (copy / "ng_traj.json").write_bytes(orjson.dumps(manifest))
+    result = run_cli("validate", copy)
+    assert result.exit_code == 1 and "table gaps does not list its 1 chunk file(s)" in result.stderr
     (copy / "ng_traj.json").write_bytes(b'{"format": "ng-traj-parquet", "layout": 3}')
     result = run_cli("validate", copy)
     assert result.exit_code == 1 and "layout 3, this version reads layout 2" in result.stderr
@@ -322,3 +328,25 @@ def test_convert_names_the_run_after_the_converted_file(tmp_path):
     assert {(h["run"], h["source_file"], h["reward"]) for h in heads} == {("expected.jsonl", None, None)}
     calls = pq.read_table(target / "model_calls", columns=["run"]).to_pylist()
     assert {row["run"] for row in calls} == {"expected.jsonl"}
+
+
+DUCKDB_RUNS = """SELECT t.run, count(*) AS calls, sum(c.total_tokens) AS tokens
+FROM 'runs/*.parquet/trajectories/*.parquet' AS t
+JOIN 'runs/*.parquet/model_calls/*.parquet' AS c USING (run, rollout_id)
+GROUP BY t.run
+ORDER BY t.run"""
+
+
+def test_datasets_of_several_runs_read_together_and_join_on_the_key(tmp_path):
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    assert run_cli("build", RETAINED / "input", "-o", runs / "built.parquet").exit_code == 0
+    assert run_cli("convert", RETAINED / "expected.jsonl", "-o", runs / "converted.parquet").exit_code == 0
+    assert f"```sql\n{DUCKDB_RUNS}\n```" in DOCS
+    rows = duckdb.sql(DUCKDB_RUNS.replace("runs/", f"{runs}/")).fetchall()
+    # The same 17 calls in each dataset, each joined to its own run's trajectory only.
+    calls = pq.read_table(runs / "built.parquet" / "model_calls").to_pylist()
+    tokens = sum(call["total_tokens"] or 0 for call in calls)
+    orphan = sum(call["total_tokens"] or 0 for call in calls if call["rollout_id"] == "3-0")
+    # The orphan capture file 3-0 has no run in the build; converted, every trajectory has the file's.
+    assert rows == [("", 1, orphan), ("expected.jsonl", 17, tokens), ("rollouts.jsonl", 16, tokens - orphan)]

@@ -276,7 +276,9 @@ def read_manifest(path: Path) -> dict[str, Any]:
 
     Raises:
         DatasetError: The folder is of the first layout, has no manifest, or the manifest is not
-            JSON, names another format or a later layout, or lacks a table's files.
+            JSON, names another format or a later layout, or does not list every table's chunk
+            files (``<table>/part-00000.parquet``, ...; as many for every table). Nothing outside
+            the table folders is ever read, whatever a manifest says.
     """
     if is_old_layout(path):
         raise DatasetError(f"{path} {OLD_LAYOUT}")
@@ -291,9 +293,12 @@ def read_manifest(path: Path) -> dict[str, Any]:
     if value.get("layout") != LAYOUT:
         raise DatasetError(f"{path}/{MANIFEST}: layout {value.get('layout')!r}, this version reads layout {LAYOUT}")
     tables = value.get("tables")
+    chunks: int | None = None
     for name in TABLES:
         entry = tables.get(name) if isinstance(tables, dict) else None
         files = entry.get("files") if isinstance(entry, dict) else None
-        if not isinstance(files, list) or not all(isinstance(f, str) for f in files):
-            raise DatasetError(f"{path}/{MANIFEST}: no file list for table {name}")
+        count = len(files) if isinstance(files, list) else 0
+        chunks = count if chunks is None else chunks
+        if not count or count != chunks or files != [f"{name}/{part_name(chunk)}" for chunk in range(count)]:
+            raise DatasetError(f"{path}/{MANIFEST}: table {name} does not list its {chunks or 1} chunk file(s)")
     return value
