@@ -295,6 +295,15 @@ def test_a_table_folder_or_chunk_file_named_instead_of_the_dataset_is_refused(da
         assert result.exit_code == 2 and f"name the dataset folder {dataset}" in result.stderr
 
 
+def test_a_file_of_yours_inside_a_table_folder_keeps_the_dataset_from_being_replaced(tmp_path):
+    target = tmp_path / "out.parquet"
+    assert run_cli("build", RETAINED / "input", "-o", target).exit_code == 0
+    (target / "gaps" / "notes.txt").write_text("mine")
+    result = run_cli("convert", RETAINED / "expected.jsonl", "-o", target)
+    assert result.exit_code == 2 and "is a dataset that also holds gaps/notes.txt; not replaced" in result.stderr
+    assert (target / "gaps" / "notes.txt").read_text() == "mine"
+
+
 def test_files_that_disagree_with_the_manifest_are_dataset_errors(dataset, tmp_path):
     copy = tmp_path / "copy.parquet"
     shutil.copytree(dataset, copy)

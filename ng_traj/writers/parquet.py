@@ -194,7 +194,7 @@ def check_target(path: Path) -> None:
     if not (is_dataset(path) or is_old_layout(path)):
         kind = "directory" if path.is_dir() else "file"
         raise RunError(f"output {path} is an existing {kind} that is not an ng-traj Parquet dataset; not replaced")
-    foreign = sorted(entry.name for entry in path.iterdir() if not _own(entry))
+    foreign = sorted(name for entry in path.iterdir() for name in _foreign(entry))
     if foreign:
         named = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise RunError(
@@ -202,14 +202,16 @@ def check_target(path: Path) -> None:
         )
 
 
-def _own(entry: Path) -> bool:
-    """True for an entry of a dataset folder that replacing it may delete: the manifest, a loose
-    table file, or a table folder holding only chunk files."""
+def _foreign(entry: Path) -> list[str]:
+    """What in an entry of a dataset folder is not the dataset's (and replacing it would delete):
+    anything but the manifest, a loose table file of the first layout, or a table folder's chunk files."""
     if entry.name not in OWN_ENTRIES or entry.is_symlink():
-        return False
+        return [entry.name]
     if entry.name not in SCHEMAS:
-        return entry.is_file()
-    return entry.is_dir() and all(_is_part(part) for part in entry.iterdir())
+        return [] if entry.is_file() else [entry.name]
+    if not entry.is_dir():
+        return [entry.name]
+    return [f"{entry.name}/{part.name}" for part in entry.iterdir() if not _is_part(part)]
 
 
 def _is_part(path: Path) -> bool:
