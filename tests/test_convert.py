@@ -25,6 +25,11 @@ def test_attach_rows_convert_their_trajectory_and_fill_the_parquet_only_columns(
         ("0-1", "math_agent", "openclaw"),
         ("1-0", "math_agent", "claude_code"),
     ]
+    # The rows' reward and identity indexes too; the run is the converted file (all the rows say of it).
+    columns = ("run", "source_file", "reward", "task_index", "rollout_index", "attempt")
+    by_id = {h["rollout_id"]: tuple(h[c] for c in columns) for h in heads}
+    assert by_id["2-1-a1"] == ("rows.jsonl", "rows.jsonl", 1.0, 2, 1, 1)
+    assert by_id["0-1"] == ("rows.jsonl", "rows.jsonl", 1.0, 0, 1, 0)
     back = run_cli("convert", dataset, "-o", "-")
     assert back.stdout.encode() == (RETAINED / "expected.jsonl").read_bytes()
 

@@ -29,7 +29,7 @@ from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import TABLE_NAMES
 from ng_traj.writers.parquet import _typed, open_dataset
-from ng_traj.writers.parquet_layout import TABLES
+from ng_traj.writers.parquet_layout import DERIVED, JSON_COLUMNS, TABLES
 
 RETAINED = FIXTURES / "build" / "retained_run"
 DOCS = (ROOT / "docs" / "incoming-parquet.md").read_text()
@@ -119,6 +119,36 @@ def test_times_durations_and_json_have_their_types_in_each_reader(dataset):
     assert arrow.field("question").type == pa.json_() and arrow.field("question").metadata == {
         b"ng_traj.content": b"json"
     }
+
+
+TWINS = [(name, column, kind) for name, twins in DERIVED.items() for column, _, kind in twins]
+
+
+@pytest.mark.parametrize(("name", "column", "kind"), TWINS, ids=[f"{n}.{c}" for n, c, _ in TWINS])
+def test_every_time_and_duration_twin_has_its_type_in_each_reader(dataset, name, column, kind):
+    folder = dataset / name
+    duck = dict(duckdb.sql(f"SELECT column_name, column_type FROM (DESCRIBE FROM '{folder}/*.parquet')").fetchall())
+    frame = pd.read_parquet(folder)
+    if kind == pa.timestamp("us", tz="UTC"):
+        expected = ("TIMESTAMP WITH TIME ZONE", pl.Datetime("us", "UTC"), "datetime64[us, UTC]")
+    else:
+        expected = ("BIGINT", pl.Duration("us"), "timedelta64[us]")
+    assert (duck[column], pl.read_parquet(folder).schema[column], str(frame[column].dtype)) == expected
+
+
+JSON_FIELDS = [(name, column) for name, columns in JSON_COLUMNS.items() for column in columns]
+
+
+@pytest.mark.parametrize(("name", "column"), JSON_FIELDS, ids=[f"{n}.{c}" for n, c in JSON_FIELDS])
+def test_every_json_column_reads_as_json_or_text(dataset, name, column):
+    folder = dataset / name
+    duck = dict(duckdb.sql(f"SELECT column_name, column_type FROM (DESCRIBE FROM '{folder}/*.parquet')").fetchall())
+    assert duck[column] == "JSON"
+    texts = pl.read_parquet(folder).select(pl.col(column).ext.storage())[column].to_list()
+    assert texts == pd.read_parquet(folder)[column].tolist() == pq.read_table(folder)[column].to_pylist()
+    values = [orjson.loads(text) for text in texts if text is not None]  # every text is JSON
+    assert len(texts) == ROWS[name]
+    assert duckdb.sql(f"SELECT count({column}) FROM '{folder}/*.parquet'").fetchall() == [(len(values),)]
 
 
 def test_typed_twins_round_to_microseconds_and_null_what_does_not_fit():
