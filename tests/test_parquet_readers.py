@@ -8,6 +8,7 @@ Expected values are the retained run's golden facts (``test_build_golden.py``, `
 
 from __future__ import annotations
 
+import io
 import shutil
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -29,6 +30,7 @@ from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import TABLE_NAMES
 from ng_traj.writers.parquet import _typed, open_dataset
+from ng_traj.writers.parquet_convert import dataset_to_jsonl, jsonl_to_dataset
 from ng_traj.writers.parquet_layout import DERIVED, JSON_COLUMNS, TABLES
 
 RETAINED = FIXTURES / "build" / "retained_run"
@@ -288,6 +290,20 @@ def test_chunks_are_numbered_in_build_order_and_identical_whatever_the_jobs(tmp_
     assert pl.read_parquet(one / "model_calls").height == len(pd.read_parquet(one / "model_calls")) == 17
     back = run_cli("convert", one, "-o", "-")
     assert back.exit_code == 0 and back.stdout.encode() == (RETAINED / "expected.jsonl").read_bytes()
+
+
+GOLDENS = sorted(FIXTURES.glob("*/*/expected.jsonl"))
+
+
+@pytest.mark.parametrize("golden", GOLDENS, ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}")
+def test_every_golden_comes_back_byte_identical_from_chunks_of_two(tmp_path, golden):
+    dataset, out = tmp_path / "d.parquet", io.BytesIO()
+    sink = DiagnosticSink()
+    converted = jsonl_to_dataset(golden, dataset, sink, chunk_size=2)
+    chunks = -(-converted.written // 2)
+    assert [p.name for p in sorted((dataset / "gaps").iterdir())] == [f"part-{n:05d}.parquet" for n in range(chunks)]
+    assert dataset_to_jsonl(dataset, out.write, sink).written == converted.written
+    assert out.getvalue() == golden.read_bytes() and sink.errors == 0
 
 
 def _old_layout(dataset: Path, target: Path) -> Path:

@@ -28,6 +28,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.writers.jsonl import record_json
 from ng_traj.writers.parquet import open_dataset
+from ng_traj.writers.parquet_layout import CHUNK_SIZE
 from ng_traj.writers.parquet_read import read_dataset
 from ng_traj.writers.parquet_rows import Extras, extras_of
 
@@ -64,16 +65,22 @@ def _bundle(row: dict[str, Any], sink: DiagnosticSink, path: str, line: int) -> 
 
 
 def jsonl_to_dataset(
-    source: Path, target: str | Path, sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    source: Path,
+    target: str | Path,
+    sink: DiagnosticSink,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    chunk_size: int = CHUNK_SIZE,
 ) -> Converted:
-    """Write the trajectories of a JSONL file as a dataset at ``target`` (atomically).
+    """Write the trajectories of a JSONL file as a dataset at ``target`` (atomically), ``chunk_size``
+    trajectories per chunk file.
 
     Raises:
         RunError: ``target`` cannot be written or holds something other than a dataset.
     """
     counts = Converted()
     name, run = str(source), source.name
-    with open_dataset(target) as dataset:
+    with open_dataset(target, chunk_size=chunk_size) as dataset:
         for line in read_json_objects(source, sink, max_line_bytes=max_line_bytes):
             row = line.value
             is_row = not is_bare_trajectory(row)
