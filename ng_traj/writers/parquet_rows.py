@@ -24,7 +24,8 @@ a trajectory was projected from; ``ng_trajectory`` has no place for them, so the
 when a dataset is converted to JSONL.
 
 Rows are made from a validated record, open values serialised as ``record_json`` serialises them,
-so a row holds exactly what the JSONL line holds; :func:`record_value` rebuilds that JSON value.
+so a row holds exactly what the JSONL line holds; ``parquet_read.record_value`` rebuilds that JSON
+value.
 """
 
 from __future__ import annotations
@@ -32,8 +33,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from ng_traj.contract import (
     AgentObservationBundle,
@@ -344,90 +343,3 @@ class RowEncoder:
         for problem in encoded.problems():
             built.note("value_out_of_range", problem)
         return encoded
-
-
-# -- rows back to the record's JSON value ---------------------------------------------------------
-
-
-def _model_ref(row: Mapping[str, Any]) -> dict[str, Any] | None:
-    if row["model_ref_type"] is None and row["model_ref_name"] is None:
-        return None
-    return {"type": row["model_ref_type"], "name": row["model_ref_name"]}
-
-
-def _unref(ref: Mapping[str, Any]) -> dict[str, Any]:
-    return {"model_call_id": ref["model_call_id"], "model_ref": _model_ref(ref), "response_id": ref["response_id"]}
-
-
-def _unjson(text: str | None) -> Any:
-    return None if text is None else orjson.loads(text)
-
-
-def _pick(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    return {name: row[name] for name in names}
-
-
-def record_value(tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The ``ng_trajectory`` JSON value of one trajectory from its rows (as dicts, in row order).
-
-    Raises:
-        orjson.JSONDecodeError: A JSON text column does not hold JSON.
-        KeyError: A column is missing.
-    """
-    head = tables["trajectories"][0]
-    items: dict[int, list[Any]] = {}
-    for row in tables["conversation_items"]:
-        items.setdefault(row["invocation_index"], []).append(_unjson(row["item"]))
-    invocations = [
-        {
-            **_pick(row, ("invocation_id", "parent_invocation_id", "spawned_by_tool_call_id", "status")),
-            **_pick(row, ("duration_ms", "error_type")),
-            "model_calls": [_unref(ref) for ref in row["model_calls"]],
-            "conversation": items.get(row["invocation_index"], []),
-        }
-        for row in tables["invocations"]
-    ]
-    return {
-        "schema_version": head["schema_version"],
-        "task_id": head["task_id"],
-        "rollout_id": head["rollout_id"],
-        "invocations": invocations,
-        "turns": [_unturn(row) for row in tables["turns"]],
-        "model_calls": [_uncall(row) for row in tables["model_calls"]],
-        "tool_calls": [_untool(row) for row in tables["tool_calls"]],
-        "gaps": [_pick(row, ("code", "invocation_id", "detail")) for row in tables["gaps"]],
-    }
-
-
-def _unturn(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        **_pick(row, ("invocation_id", "task_id", "rollout_id", "turn_no", "timestamp")),
-        "question": _unjson(row["question"]),
-        "answer": _unjson(row["answer"]),
-        "reasoning_content": _unjson(row["reasoning_content"]),
-        **_pick(row, ("resolved", "step_count")),
-        "model_calls": [_unref(ref) for ref in row["model_calls"]],
-    }
-
-
-def _uncall(row: Mapping[str, Any]) -> dict[str, Any]:
-    metadata = ("model", "dialect", "status_code", "response_status", "finish_reason", "error_category")
-    tokens = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cached_tokens")
-    return {
-        **_pick(row, ("model_call_id", "started_at", "completed_at", "duration_ms")),
-        "request": _unjson(row["request"]),
-        "response": _unjson(row["response"]),
-        "response_metadata": {
-            "response_id": row["response_id"],
-            "model_ref": _model_ref(row),
-            **_pick(row, metadata),
-            "latency_ttft_ms": row["latency_ttft_ms"],
-        },
-        "token_stats": _pick(row, tokens),
-    }
-
-
-def _untool(row: Mapping[str, Any]) -> dict[str, Any]:
-    names = ("invocation_id", "tool_call_id", "sandbox_id", "tool_name", "started_at", "completed_at")
-    rest = ("duration_ms", "timing_source", "status", "error_type")
-    return {**_pick(row, names), **_pick(row, rest), "output": _unjson(row["output"])}
