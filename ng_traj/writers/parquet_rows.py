@@ -1,7 +1,7 @@
-"""Rows of the Parquet dataset: a trajectory split into rows per table, and rows joined back.
+"""Rows of the Parquet dataset: a trajectory split into rows per table (``parquet_read.py`` joins them back).
 
-The Arrow schemas are in ``writers/parquet.py``; this module needs no pyarrow, so worker processes
-and the build import it cheaply. One table per entity (PRODUCT.md §5): ``trajectories``,
+The Arrow schemas are in ``writers/parquet_layout.py``; this module needs no pyarrow, so worker
+processes and the build import it cheaply. One table per entity: ``trajectories``,
 ``invocations``, ``conversation_items``, ``turns``, ``model_calls``, ``tool_calls``, ``gaps`` and
 ``compactions``. Every row carries the key columns ``trajectory_index`` (0-based position of its
 trajectory in the dataset, which is the line number minus one of the same build as JSONL; unique
