@@ -79,9 +79,10 @@ def command(
     Every rollout row yields one ng_trajectory record (schema 1.0); capture files and sessions
     without a row yield their own; rows with no identity are identified by file and line. Records
     are ordered by rollout id and written as JSONL or as a Parquet dataset (a directory with one
-    folder per table, read each with DuckDB, Polars or pandas). Diagnostics go to standard error; a summary follows (--json for JSON). Exit 0 on
-    success (warnings allowed), 1 when a named input yields nothing (or nothing at all is built:
-    the output is then left as it was), 2 for usage errors.
+    folder per table, each read whole by DuckDB, Polars or pandas). Diagnostics go to standard
+    error; a summary follows (--json for JSON). Exit 0 on success (warnings allowed), 1 when a
+    named input yields nothing (or nothing at all is built: the output is then left as it was), 2
+    for usage errors.
     """
     settings = dict(
         inputs=inputs,

@@ -49,9 +49,9 @@ def command(
 
     JSONL -> Parquet writes one folder per table (trajectories, invocations, conversation_items,
     turns, model_calls, tool_calls, gaps, compactions) and a manifest, ng_traj.json; the run
-    column names the converted file. Parquet -> JSONL writes the trajectories
-    back, byte for byte as ng-traj build writes them. Outputs are written atomically. Records that
-    break the contract are reported and skipped: exit 1; exit 2 for usage errors.
+    column names the converted file. Parquet -> JSONL writes the trajectories back, byte for byte
+    as ng-traj build writes them. Outputs are written atomically. Records that break the contract
+    are reported and skipped: exit 1; exit 2 for usage errors.
     """
     guarded(debug, lambda: _run(source, output, max_line_bytes))
 

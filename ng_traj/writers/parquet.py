@@ -4,8 +4,8 @@ Plain Parquet (zstd), readable by DuckDB, Polars, pandas and pyarrow without ng-
 trajectory order, so ``trajectory_index`` ascends in every table.
 
 Writing streams: each table buffers the rows of whole trajectories and writes them out as one
-row group once they reach :data:`ROW_GROUP_BYTES` (estimated from their
-text) or :data:`ROW_GROUP_ROWS`, or when the chunk ends; memory is bounded by those buffers plus one
+row group once they reach :data:`ROW_GROUP_BYTES` (estimated from their text) or
+:data:`ROW_GROUP_ROWS`, or when the chunk ends; memory is bounded by those buffers plus one
 trajectory, never by the corpus. Chunk and row-group boundaries depend only on the sequence of
 trajectories, so the same build writes the same bytes whatever ``--jobs``. The folder is written
 under a temporary name and renamed when complete (``io/atomic.py``): a killed build leaves the
