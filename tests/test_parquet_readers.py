@@ -351,6 +351,11 @@ def test_a_file_of_yours_inside_a_table_folder_keeps_the_dataset_from_being_repl
     result = run_cli("convert", RETAINED / "expected.jsonl", "-o", target)
     assert result.exit_code == 2 and "is a dataset that also holds gaps/notes.txt; not replaced" in result.stderr
     assert (target / "gaps" / "notes.txt").read_text() == "mine"
+    # A loose table file belongs to a dataset of the first layout only; beside table folders it is not ours.
+    (target / "gaps" / "notes.txt").unlink()
+    (target / "gaps.parquet").write_bytes(table_file(target, "gaps").read_bytes())
+    result = run_cli("convert", RETAINED / "expected.jsonl", "-o", target)
+    assert result.exit_code == 2 and "is a dataset that also holds gaps.parquet; not replaced" in result.stderr
 
 
 def test_files_that_disagree_with_the_manifest_are_dataset_errors(dataset, tmp_path):

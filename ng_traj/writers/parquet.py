@@ -34,6 +34,7 @@ from ng_traj.writers.parquet_layout import (
     JSON_COLUMNS,
     JSON_TYPE,
     MANIFEST,
+    OLD_ENTRIES,
     OWN_ENTRIES,
     SCHEMAS,
     TABLES,
@@ -194,7 +195,8 @@ def check_target(path: Path) -> None:
     if not (is_dataset(path) or is_old_layout(path)):
         kind = "directory" if path.is_dir() else "file"
         raise RunError(f"output {path} is an existing {kind} that is not an ng-traj Parquet dataset; not replaced")
-    foreign = sorted(name for entry in path.iterdir() for name in _foreign(entry))
+    own = OLD_ENTRIES if is_old_layout(path) else OWN_ENTRIES
+    foreign = sorted(name for entry in path.iterdir() for name in _foreign(entry, own))
     if foreign:
         named = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise RunError(
@@ -202,10 +204,10 @@ def check_target(path: Path) -> None:
         )
 
 
-def _foreign(entry: Path) -> list[str]:
+def _foreign(entry: Path, own: frozenset[str]) -> list[str]:
     """What in an entry of a dataset folder is not the dataset's (and replacing it would delete):
-    anything but the manifest, a loose table file of the first layout, or a table folder's chunk files."""
-    if entry.name not in OWN_ENTRIES or entry.is_symlink():
+    anything but the ``own`` entries, and in a table folder anything but chunk files."""
+    if entry.name not in own or entry.is_symlink():
         return [entry.name]
     if entry.name not in SCHEMAS:
         return [] if entry.is_file() else [entry.name]

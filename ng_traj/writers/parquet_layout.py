@@ -263,8 +263,10 @@ def manifest(chunks: int, chunk_size: int, count: int, rows: dict[str, int]) -> 
     return orjson.dumps(value, option=orjson.OPT_INDENT_2) + b"\n"
 
 
-OWN_ENTRIES = frozenset({MANIFEST, *TABLES, *(f"{name}.parquet" for name in TABLES)})
-"""What a dataset folder may hold: its manifest and table folders (or the first layout's table files)."""
+OWN_ENTRIES = frozenset({MANIFEST, *TABLES})
+"""What a dataset folder holds: its manifest and table folders."""
+OLD_ENTRIES = frozenset(f"{name}.parquet" for name in TABLES)
+"""What a dataset folder of the first layout holds: one file per table."""
 
 
 class DatasetError(Exception):
