@@ -15,8 +15,8 @@ from ng_traj.checks import check_line, check_trajectory, is_bare_trajectory
 from ng_traj.contract.revisions import keys_0_7
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, JsonLine, iter_json_lines, not_an_object
-from ng_traj.writers.parquet import DatasetError
 from ng_traj.writers.parquet_convert import dataset_records
+from ng_traj.writers.parquet_layout import DatasetError
 
 PROGRESS_BYTES = 1 << 20
 """Bytes between two progress reports of :func:`validate_file`."""
@@ -77,7 +77,8 @@ def validate_dataset(path: Path, sink: DiagnosticSink) -> FileResult:
     """Validate every trajectory of a Parquet dataset (rows joined back into records), streaming.
 
     Diagnostics name the dataset directory and, as the line, the trajectory's 1-based position
-    (``trajectory_index`` + 1). A missing table or column is one ``dataset_invalid`` error.
+    (``trajectory_index`` + 1). A missing or wrong manifest, table file or column, and a dataset of
+    the first layout (loose table files), is one ``dataset_invalid`` error.
     """
     result = FileResult()
     name = str(path)

@@ -95,3 +95,20 @@ def without_null_0_7_keys(record: dict) -> dict:
             for key in ITEM_KEYS_0_7.get(item.get("type"), ()):
                 assert item.pop(key, None) is None
     return record
+
+
+def table_file(dataset: Path, name: str, chunk: int = 0) -> Path:
+    """Chunk file ``chunk`` of table ``name`` in a dataset folder."""
+    return dataset / name / f"part-{chunk:05d}.parquet"
+
+
+def rewrite_table(dataset: Path, name: str, table) -> None:
+    """Replace the one chunk file of table ``name`` by ``table`` (a ``pyarrow.Table``), with the
+    manifest's row count kept in step, as a damaged dataset whose manifest still agrees would be."""
+    import orjson
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, table_file(dataset, name))
+    manifest = orjson.loads((dataset / "ng_traj.json").read_bytes())
+    manifest["tables"][name]["rows"] = table.num_rows
+    (dataset / "ng_traj.json").write_bytes(orjson.dumps(manifest))

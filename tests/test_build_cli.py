@@ -424,7 +424,7 @@ def test_deep_json_is_a_skipped_line_or_written_as_text_never_a_crash(tmp_path):
         result = run_cli("build", rollouts, store, "-o", dataset, "--jobs", jobs)
         assert result.exit_code == 0, result.stderr
         assert "warning[payload_as_text]" in result.stderr
-        calls = pq.read_table(dataset / "model_calls.parquet").to_pylist()
+        calls = pq.read_table(dataset / "model_calls").to_pylist()
         assert [json.loads(json.loads(call["request"]))["messages"] for call in calls] == [json.loads(_nested(300))]
 
 

@@ -18,13 +18,18 @@ def test_attach_rows_convert_their_trajectory_and_fill_the_parquet_only_columns(
     result = run_cli("convert", rows, "-o", dataset)
     assert result.exit_code == 0, result.stderr
     assert "converted 13 trajectories" in result.stderr
-    heads = pq.read_table(dataset / "trajectories.parquet").to_pylist()
+    heads = pq.read_table(dataset / "trajectories").to_pylist()
     # Same agents and producers as a Parquet build: the rows' agent_ref and bundle sources.
     assert [(h["rollout_id"], h["agent"], h["producer"]) for h in heads][:3] == [
         ("0-0", "math_agent", None),
         ("0-1", "math_agent", "openclaw"),
         ("1-0", "math_agent", "claude_code"),
     ]
+    # The rows' reward and identity indexes too; the run is the converted file (all the rows say of it).
+    columns = ("run", "source_file", "reward", "task_index", "rollout_index", "attempt")
+    by_id = {h["rollout_id"]: tuple(h[c] for c in columns) for h in heads}
+    assert by_id["2-1-a1"] == ("rows.jsonl", "rows.jsonl", 1.0, 2, 1, 1)
+    assert by_id["0-1"] == ("rows.jsonl", "rows.jsonl", 1.0, 0, 1, 0)
     back = run_cli("convert", dataset, "-o", "-")
     assert back.stdout.encode() == (RETAINED / "expected.jsonl").read_bytes()
 
@@ -40,7 +45,7 @@ def test_records_that_break_the_contract_are_reported_and_skipped(tmp_path):
     assert f"{source}:1: error[negative_value] model_calls.0.duration_ms" in result.stderr
     assert f"{source}:2: error[invalid_json]" in result.stderr
     assert "converted 12 trajectories" in result.stderr and "1 record(s) skipped" in result.stderr
-    assert pq.read_metadata(tmp_path / "out.parquet" / "trajectories.parquet").num_rows == 12
+    assert pq.read_metadata(tmp_path / "out.parquet" / "trajectories" / "part-00000.parquet").num_rows == 12
 
 
 def test_usage_errors(tmp_path):

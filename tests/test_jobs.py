@@ -38,7 +38,9 @@ def _json_lines(stdout: bytes) -> list[dict]:
 
 
 def _files(path: Path) -> dict[str, bytes]:
-    return {p.name: p.read_bytes() for p in sorted(path.iterdir())} if path.is_dir() else {"": path.read_bytes()}
+    if not path.is_dir():
+        return {"": path.read_bytes()}
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*")) if p.is_file()}
 
 
 @pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])

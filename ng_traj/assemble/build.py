@@ -343,7 +343,8 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         )
     if options.redactor is not None:
         record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
-    extras = extras_of(row, bundles.values, options.redactor.value if options.redactor else None)
+    mask = options.redactor.value if options.redactor else None
+    extras = extras_of(row, bundles.values, mask, run=slot.run_label, source_file=slot.file_label)
     built = Built(record, slot, None, failed, extras, dict(bundles.session_totals), release=options.release)
     if options.release == "pre-0.7" and (lost := lost_in_earlier(record)):
         built.note(

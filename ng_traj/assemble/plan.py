@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from ng_traj.assemble.attribution import (
     Attribution,
@@ -56,6 +56,8 @@ class Slot:
         build_gaps: ng-traj gaps about the trajectory's artifacts.
         named: The named inputs the trajectory's artifacts were found under.
         native: Native session units attributed to this trajectory.
+        run_label: The run's label (``attribution.run_label_map``; ``""`` without a run).
+        file_label: The rollouts file named like its run's label (``None`` without a row).
     """
 
     identity: Identity
@@ -68,6 +70,8 @@ class Slot:
     build_gaps: tuple[ObservationGap, ...]
     named: tuple[str, ...]
     native: tuple[NativeUnit, ...] = ()
+    run_label: str = ""
+    file_label: str | None = None
 
     def sort_key(self, labels: Mapping[str, str]) -> tuple[object, ...]:
         """Output order: rollout id (numbers as numbers), rows before orphan artifacts, run (by its
@@ -171,7 +175,15 @@ def plan(
     _report_repeated_sessions(own, sink)
     slots.extend(own)
     slots.sort(key=lambda slot: slot.sort_key(index.labels))
-    return slots, stats
+    return [_labelled(slot, index.labels) for slot in slots], stats
+
+
+def _labelled(slot: Slot, labels: Mapping[str, str]) -> Slot:
+    """``slot`` with the labels of its run and rollouts file (a sidecar is named beside its run)."""
+    if slot.run is None or slot.path is None:
+        return slot
+    label = labels.get(slot.run, slot.run)
+    return replace(slot, run_label=label, file_label=str(PurePosixPath(label).with_name(Path(slot.path).name)))
 
 
 def _report_repeated_sessions(own: list[Slot], sink: DiagnosticSink) -> None:

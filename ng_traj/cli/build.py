@@ -95,11 +95,11 @@ def command(
 
     Every rollout row yields one ng_trajectory record (schema 1.0); capture files and sessions
     without a row yield their own; rows with no identity are identified by file and line. Records
-    are ordered by rollout id and written as JSONL or as a Parquet dataset (a directory, one table
-    per entity). Diagnostics and a summary follow (--output-format: text on standard error, json or
-    github on standard output, or on standard error with -o -). Exit 0 on
-    success (warnings allowed), 1 when a named input yields nothing (or nothing at all is built:
-    the output is then left as it was), 2 for usage errors.
+    are ordered by rollout id and written as JSONL or as a Parquet dataset (a directory with one
+    folder per table, each read whole by DuckDB, Polars or pandas). Diagnostics and a summary follow
+    (--output-format: text on standard error, json or github on standard output, or on standard
+    error with -o -). Exit 0 on success (warnings allowed), 1 when a named input yields nothing (or
+    nothing at all is built: the output is then left as it was), 2 for usage errors.
     """
     settings = dict(
         inputs=inputs,

@@ -85,6 +85,9 @@ def refuse_parquet_file(path: Path) -> None:
         return
     if magic != PARQUET_MAGIC:
         return
-    if (path.parent / "trajectories.parquet").is_file():
-        raise RunError(f"{path} is a Parquet table file of a dataset, not JSONL: name the dataset folder {path.parent}")
+    from ng_traj.writers.dataset_paths import dataset_of_table_file
+
+    dataset = dataset_of_table_file(path)
+    if dataset is not None:
+        raise RunError(f"{path} is a Parquet table file of a dataset, not JSONL: name the dataset folder {dataset}")
     raise RunError(f"{path} is a Parquet file, not JSONL: ng-traj reads Parquet only as a dataset folder it wrote")

@@ -54,12 +54,13 @@ def command(
 ) -> None:
     """Convert between trajectory JSONL and a Parquet dataset (the direction follows the input).
 
-    JSONL -> Parquet writes one table per entity (trajectories, invocations, conversation_items,
-    turns, model_calls, tool_calls, gaps, compactions). Parquet -> JSONL writes the trajectories
-    back, byte for byte as ng-traj build writes them. Outputs are written atomically. Records that
-    break the contract are reported and skipped: exit 1; exit 2 for usage errors. Diagnostics and a
-    summary follow (--output-format: text on standard error, json or github on standard output, or
-    on standard error with -o -).
+    JSONL -> Parquet writes one folder per table (trajectories, invocations, conversation_items,
+    turns, model_calls, tool_calls, gaps, compactions) and a manifest, ng_traj.json; the run
+    column names the converted file. Parquet -> JSONL writes the trajectories back, byte for byte
+    as ng-traj build writes them. Outputs are written atomically. Records that break the contract
+    are reported and skipped: exit 1; exit 2 for usage errors. Diagnostics and a summary follow
+    (--output-format: text on standard error, json or github on standard output, or on standard
+    error with -o -).
     """
     guarded(
         debug,
@@ -110,11 +111,16 @@ def _to_jsonl(source: Path, output: str, sink: DiagnosticSink, advance: Callable
     Raises:
         RunError: ``source`` is no dataset, ``output`` names a dataset, or a table or column is missing.
     """
-    from ng_traj.writers.parquet import DatasetError, is_dataset
+    from ng_traj.writers.dataset_paths import OLD_LAYOUT, is_dataset, is_old_layout, table_folder_of
     from ng_traj.writers.parquet_convert import dataset_to_jsonl
+    from ng_traj.writers.parquet_layout import DatasetError
 
+    if is_old_layout(source):
+        raise RunError(f"{source} {OLD_LAYOUT}")
+    if table_folder_of(source) is not None:
+        raise RunError(f"{source} is a table folder of a Parquet dataset: name the dataset folder {source.parent}")
     if not is_dataset(source):
-        raise RunError(f"{source} is a directory but not an ng-traj Parquet dataset (no trajectories.parquet)")
+        raise RunError(f"{source} is a directory but not an ng-traj Parquet dataset (no ng_traj.json)")
     if output != STDOUT and output.endswith(".parquet"):
         raise RunError(f"{source} is a dataset already: name a JSONL output")
     try:

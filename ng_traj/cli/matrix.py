@@ -155,8 +155,10 @@ def _refuse_parquet(path: Path) -> None:
     Raises:
         RunError: ``path`` is a dataset folder or a Parquet file.
     """
-    from ng_traj.writers.parquet import is_dataset
+    from ng_traj.writers.dataset_paths import OLD_LAYOUT, is_dataset, is_old_layout
 
+    if is_old_layout(path):
+        raise RunError(f"{path} {OLD_LAYOUT}")
     if is_dataset(path):
         raise RunError(f"{path} is a Parquet dataset; matrix reads JSONL: ng-traj convert {path} -o FILE.jsonl first")
     refuse_parquet_file(path)

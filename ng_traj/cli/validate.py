@@ -71,8 +71,8 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
     for path in files:
         if not path.exists():
             raise RunError(f"{path}: no such file")
-        if path.is_dir() and not (path / "trajectories.parquet").is_file():
-            raise RunError(f"{path} is a directory but not an ng-traj Parquet dataset; name the JSONL files to check")
+        if path.is_dir():
+            _check_dataset_folder(path)
         refuse_parquet_file(path)
     from ng_traj.validate import validate_dataset, validate_file
 
@@ -120,3 +120,20 @@ def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
     colour = "green" if verdict == "valid" else "red"
     text = lambda console: console.print(f"[bold {colour}]{verdict}[/]: {counts}")  # noqa: E731
     reporter.summary(data, code, f"{verdict}: {counts}", text, problems)
+
+
+def _check_dataset_folder(path: Path) -> None:
+    """Refuse a folder that is not a dataset (a dataset of the first layout is let through: validating
+    it reports the layout).
+
+    Raises:
+        RunError: ``path`` is a table folder of a dataset, or no dataset at all.
+    """
+    from ng_traj.writers.dataset_paths import is_dataset, is_old_layout, table_folder_of
+
+    if is_dataset(path) or is_old_layout(path):
+        return
+    dataset = table_folder_of(path)
+    if dataset is not None:
+        raise RunError(f"{path} is a table folder of a Parquet dataset: name the dataset folder {dataset}")
+    raise RunError(f"{path} is a directory but not an ng-traj Parquet dataset; name the JSONL files to check")

@@ -12,6 +12,7 @@ from ng_traj.contract.observations import (
     ToolCallObservation,
 )
 from ng_traj.contract.trajectory import (
+    CONTRACT_REVISION,
     SCHEMA_VERSION,
     TrajectoryModelCall,
     TrajectoryRecord,
@@ -22,6 +23,7 @@ from ng_traj.contract.trajectory import (
 )
 
 __all__ = [
+    "CONTRACT_REVISION",
     "SCHEMA_VERSION",
     "AgentInvocation",
     "AgentObservationBundle",

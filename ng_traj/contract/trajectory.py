@@ -22,6 +22,8 @@ from ng_traj.contract.observations import (
 )
 
 SCHEMA_VERSION = "1.0"
+CONTRACT_REVISION = "nemo-gym-0.7.0"
+"""The NeMo Gym commit whose ``ng_trajectory`` these models mirror (written into dataset manifests)."""
 
 
 class TrajectoryTokenStats(ContractModel):

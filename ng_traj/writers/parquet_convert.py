@@ -1,8 +1,9 @@
 """Converting between trajectory JSONL and the Parquet dataset (``ng-traj convert``), both ways.
 
 JSONL -> Parquet reads ``ng_trajectory`` records, or rollout rows carrying one (the ``--attach``
-output, whose ``agent_ref.name``, ``ng_agent_observations.source`` and compaction observations fill
-the convenience columns and the ``compactions`` table). Every record is validated and serialised
+output, whose ``agent_ref.name``, ``ng_agent_observations.source``, reward, identity indexes and
+compaction observations fill the convenience columns and the ``compactions`` table). The ``run``
+column holds the converted file's name, which is all a converted file says of its run. Every record is validated and serialised
 with ``record_json``, the one serialiser of a record, before it is split into rows.
 
 Parquet -> JSONL joins each trajectory's rows back, validates the value and serialises it with
@@ -26,7 +27,9 @@ from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.writers.jsonl import record_json
-from ng_traj.writers.parquet import open_dataset, read_dataset
+from ng_traj.writers.parquet import open_dataset
+from ng_traj.writers.parquet_layout import CHUNK_SIZE
+from ng_traj.writers.parquet_read import read_dataset
 from ng_traj.writers.parquet_rows import Extras, extras_of
 
 
@@ -68,8 +71,10 @@ def jsonl_to_dataset(
     *,
     max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
     on_progress: Callable[[int], Any] | None = None,
+    chunk_size: int = CHUNK_SIZE,
 ) -> Converted:
-    """Write the trajectories of a JSONL file as a dataset at ``target`` (atomically).
+    """Write the trajectories of a JSONL file as a dataset at ``target`` (atomically), ``chunk_size``
+    trajectories per chunk file.
 
     ``on_progress`` is called with the bytes of ``source`` read so far, after every line.
 
@@ -77,8 +82,8 @@ def jsonl_to_dataset(
         RunError: ``target`` cannot be written or holds something other than a dataset.
     """
     counts = Converted()
-    name = str(source)
-    with open_dataset(target) as dataset:
+    name, run = str(source), source.name
+    with open_dataset(target, chunk_size=chunk_size) as dataset:
         for line in read_json_objects(source, sink, max_line_bytes=max_line_bytes):
             if on_progress is not None:
                 on_progress(line.offset + line.size)
@@ -94,7 +99,8 @@ def jsonl_to_dataset(
             if record is None or not usable:
                 counts.skipped += 1
                 continue
-            for problem in dataset.add(record, extras_of(row, [bundle]) if is_row else Extras()):
+            extras = extras_of(row, [bundle], run=run, source_file=run) if is_row else Extras(run=run)
+            for problem in dataset.add(record, extras):
                 sink.add(Diagnostic("warning", "value_out_of_range", problem, path=name, line=line.line))
             counts.written += 1
     return counts

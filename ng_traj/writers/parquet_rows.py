@@ -1,18 +1,22 @@
-"""Rows of the Parquet dataset: a trajectory split into rows per table, and rows joined back.
+"""Rows of the Parquet dataset: a trajectory split into rows per table (``parquet_read.py`` joins them back).
 
-The Arrow schemas are in ``writers/parquet.py``; this module needs no pyarrow, so worker processes
-and the build import it cheaply. One table per entity (PRODUCT.md §5): ``trajectories``,
+The Arrow schemas are in ``writers/parquet_layout.py``; this module needs no pyarrow, so worker
+processes and the build import it cheaply. One table per entity: ``trajectories``,
 ``invocations``, ``conversation_items``, ``turns``, ``model_calls``, ``tool_calls``, ``gaps`` and
-``compactions``. Every row carries the key
-columns ``trajectory_index`` (0-based position of its trajectory in the dataset, which is the line
-number minus one of the same build as JSONL; unique even when several runs share a rollout id),
-``rollout_id`` and ``task_id``, then its position in its parent list (``*_index``) and the entity's
-fields: ids, statuses and codes as strings, times as float64 UTC Unix **seconds**, durations and
-latencies as float64 **milliseconds**, token counts and HTTP statuses as int64, and open values
-(payloads, conversation items, questions, answers, tool outputs) as JSON text. Model-call refs are
-lists of ``{model_call_id, model_ref_type, model_ref_name, response_id}`` structs.
+``compactions``. Every row carries the key columns ``trajectory_index`` (0-based position of its
+trajectory in the dataset, which is the line number minus one of the same build as JSONL; unique
+even when several runs share a rollout id), ``run``, ``rollout_id`` and ``task_id``, then its
+position in its parent list (``*_index``) and the entity's fields: ids, statuses and codes as
+strings, times as float64 UTC Unix **seconds**, durations and latencies as float64
+**milliseconds**, token counts and HTTP statuses as int64, and open values (payloads, conversation
+items, questions, answers, tool outputs) as JSON text. Model-call refs are lists of
+``{model_call_id, model_ref_type, model_ref_name, response_id}`` structs.
 
-Convenience columns exist only here, never in ``ng_trajectory``: ``agent`` (the row's
+Convenience columns exist only here, never in ``ng_trajectory``: ``run`` (the run's label, as
+the build names runs in gap details; for ``convert``, the converted file's name), and on
+trajectories ``source_file`` (the rollouts file of the row, named like its run), ``reward``,
+``task_index``, ``rollout_index`` and ``attempt`` (the row's ``reward``, ``_ng_task_index``,
+``_ng_rollout_index``, ``_ng_attempt_index``; 0 for a row without one), ``agent`` (the row's
 ``agent_ref.name``) and ``producer`` (the ``source`` of the observation bundle of highest
 precedence) on trajectories, ``role`` (from the build's role map by ``model_ref.name``) on model
 calls. ``compactions`` holds the ``ContextCompactionObservation`` records of the observation bundles
@@ -20,7 +24,8 @@ a trajectory was projected from; ``ng_trajectory`` has no place for them, so the
 when a dataset is converted to JSONL.
 
 Rows are made from a validated record, open values serialised as ``record_json`` serialises them,
-so a row holds exactly what the JSONL line holds; :func:`record_value` rebuilds that JSON value.
+so a row holds exactly what the JSONL line holds; ``parquet_read.record_value`` rebuilds that JSON
+value.
 """
 
 from __future__ import annotations
@@ -28,8 +33,6 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-
-import orjson
 
 from ng_traj.contract import (
     AgentObservationBundle,
@@ -39,7 +42,6 @@ from ng_traj.contract import (
     TrajectoryToolCall,
     TrajectoryTurn,
 )
-from ng_traj.contract.revisions import METADATA_KEYS_0_7
 from ng_traj.writers.jsonl import dumps
 
 
@@ -51,19 +53,52 @@ class Extras:
         agent: The rollout row's ``agent_ref.name``.
         producer: ``source`` of the highest-precedence observation bundle projected.
         compactions: ``(source, compaction observation as JSON)`` of every projected bundle.
+        run: The run's label (``""`` for a trajectory without a rollout row).
+        row: :func:`row_columns` of the rollout row: source file, reward, task, rollout and
+            attempt indexes.
     """
 
     agent: str | None = None
     producer: str | None = None
     compactions: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    run: str = ""
+    row: tuple[Any, ...] = (None, None, None, None, None)
+
+
+def _integer(value: Any) -> int | None:
+    return value if type(value) is int else None
+
+
+def row_columns(row: Mapping[str, Any] | None, source_file: str | None) -> tuple[Any, ...]:
+    """``(source_file, reward, task_index, rollout_index, attempt)`` of a rollout row (all null
+    without one). A reward that is not a number, and indexes that are not integers, are null; a row
+    without ``_ng_attempt_index`` is attempt 0, as upstream writes the key only above 0."""
+    if row is None:
+        return (source_file, None, None, None, None)
+    reward = row.get("reward")
+    reward = float(reward) if type(reward) in (int, float) and abs(reward) < 1e308 else None
+    attempt = row.get("_ng_attempt_index", 0)
+    return (
+        source_file,
+        reward,
+        _integer(row.get("_ng_task_index")),
+        _integer(row.get("_ng_rollout_index")),
+        _integer(attempt),
+    )
 
 
 def extras_of(
-    row: Mapping[str, Any] | None, bundles: Iterable[Any], mask: Callable[[Any], Any] | None = None
+    row: Mapping[str, Any] | None,
+    bundles: Iterable[Any],
+    mask: Callable[[Any], Any] | None = None,
+    *,
+    run: str = "",
+    source_file: str | None = None,
 ) -> Extras:
     """The Parquet-only values of a trajectory: the row's ``agent_ref.name``, the first observation
-    bundle's ``source`` (bundles in precedence order; values that are not bundles skipped), and every
-    compaction of the bundles (passed through ``mask``, the ``--redact`` masking, when given)."""
+    bundle's ``source`` (bundles in precedence order; values that are not bundles skipped), every
+    compaction of the bundles (passed through ``mask``, the ``--redact`` masking, when given), the
+    ``run`` label and the :func:`row_columns`."""
     agent_ref = row.get("agent_ref") if row is not None else None
     agent = agent_ref.get("name") if isinstance(agent_ref, dict) else None
     projected = [bundle for bundle in bundles if isinstance(bundle, AgentObservationBundle)]
@@ -74,7 +109,8 @@ def extras_of(
                 dumped = record.model_dump(mode="json")
                 compactions.append((bundle.source, mask(dumped) if mask is not None else dumped))
     producer = projected[0].source if projected else None
-    return Extras(agent if isinstance(agent, str) else None, producer, compactions)
+    agent = agent if isinstance(agent, str) else None
+    return Extras(agent, producer, compactions, run, row_columns(row, source_file))
 
 
 def _json(value: Any) -> bytes | None:
@@ -163,10 +199,12 @@ def record_rows(index: int, record: TrajectoryRecord, extras: Extras, roles: Map
         extras: Convenience values and compaction observations.
         roles: Model-server name -> role, for the ``role`` column (unmapped: null).
     """
-    key = (index, record.rollout_id, record.task_id)
+    key = (index, extras.run, record.rollout_id, record.task_id)
     counts = (len(record.invocations), len(record.turns), len(record.model_calls), len(record.tool_calls))
+    source_file, *numbers = extras.row
+    head = (*key, record.schema_version, source_file, extras.agent, extras.producer, *numbers)
     rows: Rows = {
-        "trajectories": [(*key, record.schema_version, extras.agent, extras.producer, *counts, len(record.gaps))],
+        "trajectories": [(*head, *counts, len(record.gaps))],
         "invocations": [],
         "conversation_items": [],
         "turns": [_turn_row(key, n, turn) for n, turn in enumerate(record.turns)],
@@ -309,91 +347,3 @@ class RowEncoder:
         for problem in encoded.problems():
             built.note("value_out_of_range", problem)
         return encoded
-
-
-# -- rows back to the record's JSON value ---------------------------------------------------------
-
-
-def _model_ref(row: Mapping[str, Any]) -> dict[str, Any] | None:
-    if row["model_ref_type"] is None and row["model_ref_name"] is None:
-        return None
-    return {"type": row["model_ref_type"], "name": row["model_ref_name"]}
-
-
-def _unref(ref: Mapping[str, Any]) -> dict[str, Any]:
-    return {"model_call_id": ref["model_call_id"], "model_ref": _model_ref(ref), "response_id": ref["response_id"]}
-
-
-def _unjson(text: str | None) -> Any:
-    return None if text is None else orjson.loads(text)
-
-
-def _pick(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
-    return {name: row[name] for name in names}
-
-
-def record_value(tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
-    """The ``ng_trajectory`` JSON value of one trajectory from its rows (as dicts, in row order).
-
-    Raises:
-        orjson.JSONDecodeError: A JSON text column does not hold JSON.
-        KeyError: A column is missing.
-    """
-    head = tables["trajectories"][0]
-    items: dict[int, list[Any]] = {}
-    for row in tables["conversation_items"]:
-        items.setdefault(row["invocation_index"], []).append(_unjson(row["item"]))
-    invocations = [
-        {
-            **_pick(row, ("invocation_id", "parent_invocation_id", "spawned_by_tool_call_id", "status")),
-            **_pick(row, ("duration_ms", "error_type")),
-            "model_calls": [_unref(ref) for ref in row["model_calls"]],
-            "conversation": items.get(row["invocation_index"], []),
-        }
-        for row in tables["invocations"]
-    ]
-    return {
-        "schema_version": head["schema_version"],
-        "task_id": head["task_id"],
-        "rollout_id": head["rollout_id"],
-        "invocations": invocations,
-        "turns": [_unturn(row) for row in tables["turns"]],
-        "model_calls": [_uncall(row) for row in tables["model_calls"]],
-        "tool_calls": [_untool(row) for row in tables["tool_calls"]],
-        "gaps": [_pick(row, ("code", "invocation_id", "detail")) for row in tables["gaps"]],
-    }
-
-
-def _unturn(row: Mapping[str, Any]) -> dict[str, Any]:
-    return {
-        **_pick(row, ("invocation_id", "task_id", "rollout_id", "turn_no", "timestamp")),
-        "question": _unjson(row["question"]),
-        "answer": _unjson(row["answer"]),
-        "reasoning_content": _unjson(row["reasoning_content"]),
-        **_pick(row, ("resolved", "step_count")),
-        "model_calls": [_unref(ref) for ref in row["model_calls"]],
-    }
-
-
-def _uncall(row: Mapping[str, Any]) -> dict[str, Any]:
-    metadata = ("model", "dialect", "status_code", "response_status", "finish_reason", *METADATA_KEYS_0_7)
-    metadata = (*metadata, "error_category")
-    tokens = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cached_tokens")
-    return {
-        **_pick(row, ("model_call_id", "started_at", "completed_at", "duration_ms")),
-        "request": _unjson(row["request"]),
-        "response": _unjson(row["response"]),
-        "response_metadata": {
-            "response_id": row["response_id"],
-            "model_ref": _model_ref(row),
-            **_pick(row, metadata),
-            "latency_ttft_ms": row["latency_ttft_ms"],
-        },
-        "token_stats": _pick(row, tokens),
-    }
-
-
-def _untool(row: Mapping[str, Any]) -> dict[str, Any]:
-    names = ("invocation_id", "tool_call_id", "sandbox_id", "tool_name", "started_at", "completed_at")
-    rest = ("duration_ms", "timing_source", "status", "error_type")
-    return {**_pick(row, names), **_pick(row, rest), "output": _unjson(row["output"])}

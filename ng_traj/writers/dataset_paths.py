@@ -1,0 +1,50 @@
+"""Where a Parquet dataset's parts are, told from paths alone (no pyarrow: the CLI checks its
+arguments with these before loading it). The layout is described in ``parquet_layout.py``."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+MANIFEST = "ng_traj.json"
+"""The manifest file at the top of a dataset folder."""
+TABLE_NAMES = (
+    "trajectories",
+    "invocations",
+    "conversation_items",
+    "turns",
+    "model_calls",
+    "tool_calls",
+    "gaps",
+    "compactions",
+)
+"""The tables, in dataset order; each is a folder of the dataset."""
+
+
+def is_dataset(path: Path) -> bool:
+    """True when ``path`` is a folder holding a dataset manifest."""
+    return path.is_dir() and (path / MANIFEST).is_file()
+
+
+def is_old_layout(path: Path) -> bool:
+    """True when ``path`` is a folder of the first layout (loose ``trajectories.parquet`` and siblings)."""
+    return path.is_dir() and (path / "trajectories.parquet").is_file() and not (path / MANIFEST).exists()
+
+
+def dataset_of_table_file(path: Path) -> Path | None:
+    """The dataset folder a table file belongs to (a chunk file, or a loose file of the first layout)."""
+    if is_dataset(path.parent.parent) and path.parent.name in TABLE_NAMES:
+        return path.parent.parent
+    if is_old_layout(path.parent):
+        return path.parent
+    return None
+
+
+OLD_LAYOUT = (
+    "is a Parquet dataset in the first layout (one loose file per table), which this version does not "
+    "read: build it again, or convert its JSONL again, to get the layout with one folder per table"
+)
+
+
+def table_folder_of(path: Path) -> Path | None:
+    """The dataset folder ``path`` is a table folder of, or ``None``."""
+    return path.parent if path.name in TABLE_NAMES and is_dataset(path.parent) else None
