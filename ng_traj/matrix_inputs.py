@@ -30,6 +30,7 @@ from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.checks import findings_from_error, is_bare_trajectory
 from ng_traj.contract import TrajectoryRecord
+from ng_traj.contract.revisions import keys_0_7
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
@@ -48,6 +49,8 @@ class MatrixRecord:
 
     record: TrajectoryRecord
     context: RecordContext
+    with_0_7_keys: bool = False
+    """The record carries a field nemo-gym 0.7.0 added (``contract/revisions.py``)."""
 
 
 @dataclass
@@ -141,7 +144,7 @@ def read_records(
             sink.add(Diagnostic("error", finding.code, message, pointer=finding.pointer or None, **where))
             continue
         context = row_context(row, record) if row is not None else _plain_context(record)
-        yield MatrixRecord(record, context)
+        yield MatrixRecord(record, context, bool(keys_0_7(value)))
 
 
 def _plain_context(record: TrajectoryRecord) -> RecordContext:

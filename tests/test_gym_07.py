@@ -465,3 +465,20 @@ def test_a_redacted_history_drops_payloads_read_from_stores_and_keeps_those_the_
     assert run_cli("build", rows, "-o", out, "-q").exit_code == 0
     (call,) = json.loads(out.read_text())["model_calls"]
     assert call["request"] == image and call["response_metadata"]["response_status"] == "completed"
+
+
+def test_matrix_says_which_revision_its_records_need(tmp_path):
+    earlier = tmp_path / "earlier.jsonl"
+    assert (
+        run_cli(
+            "build", FIXTURES / "build" / "retained_run" / "input", "-o", earlier, "--gym-release", "pre-0.7"
+        ).exit_code
+        == 0
+    )
+    for path, revision in (
+        (FIXTURES / "build" / "retained_run" / "expected.jsonl", "0.7 fields present"),
+        (earlier, "fits both"),
+    ):
+        result = run_cli("matrix", path, "--format", "json", "--output-format", "json")
+        assert result.exit_code == 0, result.stderr
+        assert json.loads(result.stderr.splitlines()[-1])["revision"].startswith(revision)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Annotated, TypeVar
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -23,7 +23,8 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 FORMATS = ("table", "markdown", "json", "csv")
 GROUPINGS = ("agent", "producer")
-T = TypeVar("T")
+if TYPE_CHECKING:
+    from ng_traj.matrix_inputs import MatrixRecord
 
 
 def command(
@@ -93,6 +94,7 @@ def run(
 ) -> int:
     """Evaluate, render, and return the exit code."""
     from ng_traj.cli import matrix_render as render
+    from ng_traj.contract.revisions import revision_needed
     from ng_traj.matrix import tabulate
     from ng_traj.matrix_inputs import all_records
     from ng_traj.matrix_report import load_reference, report
@@ -112,26 +114,30 @@ def run(
     with reporter.feedback() as feedback:
         advance = feedback.step("evaluating records")
         records = all_records(inputs, reporter.sink, roles=roles, max_line_bytes=max_line_bytes)
+        newer = [0]
         groups = tabulate(
-            ((item.record, item.context) for item in _counted(records, advance)), by, documented.concurrent
+            ((item.record, item.context) for item in _counted(records, advance, newer)), by, documented.concurrent
         )
         feedback.finish_steps()
     data = report(groups, by, documented if with_reference else None)
     _write(data, table_format, render)
     code = EXIT_OK if data["records"] else EXIT_DATA
     sink = reporter.sink
+    revision = revision_needed(newer[0])
     line = (
         f"evaluated {data['records']} record(s) in {len(data['groups'])} group(s); "
-        f"{sink.errors} error(s), {sink.warnings} warning(s)"
+        f"{sink.errors} error(s), {sink.warnings} warning(s); {revision}"
     )
-    summary = {"records": data["records"], "groups": len(data["groups"])}
+    summary = {"records": data["records"], "groups": len(data["groups"]), "revision": revision}
     reporter.summary(summary, code, line, lambda console: console.print(line, markup=False))
     return code
 
 
-def _counted(items: Iterable[T], advance: Callable[[], None]) -> Iterator[T]:
+def _counted(items: Iterable[MatrixRecord], advance: Callable[[], None], newer: list[int]) -> Iterator[MatrixRecord]:
+    """``items``, calling ``advance`` for each and counting in ``newer[0]`` those with 0.7.0 fields."""
     for item in items:
         advance()
+        newer[0] += item.with_0_7_keys
         yield item
 
 

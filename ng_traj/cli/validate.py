@@ -18,11 +18,9 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
+from ng_traj.contract.revisions import revision_needed
 from ng_traj.diagnostics import RunError, safe_text
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
-
-REVISION_0_7 = "0.7 fields present (needs nemo-gym 0.7.0 or later)"
-REVISION_BOTH = "fits both revisions (nemo-gym 0.7.0 and earlier)"
 
 
 @dataclass
@@ -108,7 +106,7 @@ def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
         "invalid": tally.invalid,
         "lines_skipped": tally.skipped,
         "nothing_validated": [safe_text(path) for path in tally.nothing_validated],
-        "revision": REVISION_0_7 if tally.with_0_7_keys else REVISION_BOTH,
+        "revision": revision_needed(tally.with_0_7_keys),
     }
     sink = reporter.sink
     counts = (

@@ -145,6 +145,8 @@ class MatrixSummaryLine(_Summary):
     records: Count
     """Records evaluated."""
     groups: Count
+    revision: str
+    """Which contract revision the records need (as for ``validate``)."""
 
 
 class ConvertSummaryLine(_Summary):

@@ -52,6 +52,13 @@ def keys_0_7(record: Mapping[str, Any]) -> list[str]:
     return sorted(found)
 
 
+def revision_needed(with_0_7_keys: int) -> str:
+    """What a file needs, said for people and programs alike, from how many records carry 0.7.0 keys."""
+    if with_0_7_keys:
+        return "0.7 fields present (needs nemo-gym 0.7.0 or later)"
+    return "fits both revisions (nemo-gym 0.7.0 and earlier)"
+
+
 def earlier_exclusions(model: type) -> frozenset[str]:
     """The fields of a contract model class the earlier revision has no place for (empty for most)."""
     owners = {TrajectoryResponseMetadata: METADATA_KEYS_0_7, EasyInputMessage: ("phase",), OutputMessage: ("phase",)}
