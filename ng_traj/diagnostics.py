@@ -7,6 +7,7 @@ bad flags) are not diagnostics: they raise :class:`RunError` and end the command
 
 from __future__ import annotations
 
+import reprlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -116,6 +117,31 @@ def safe_text(value: object) -> str:
     """``str(value)`` as valid UTF-8: bytes of a non-UTF-8 file name (surrogate escapes) become U+FFFD."""
     text = str(value)
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if text.isascii() is False else text
+
+
+QUOTE_LIMIT = 200
+"""Characters of a bad value a diagnostic quotes; the rest is counted, not shown."""
+
+_SHALLOW = reprlib.Repr()
+_SHALLOW.maxlevel = 4
+_SHALLOW.maxstring = _SHALLOW.maxother = QUOTE_LIMIT
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` for a diagnostic, bounded in size and depth.
+
+    At most :data:`QUOTE_LIMIT` characters are shown, followed by ``… (N bytes)`` giving the size of
+    the whole quote in UTF-8. A value nested too deep for ``repr`` (it recurses once per level, and
+    inputs may nest 1,024 levels) is shown to four levels (``reprlib``), ``[[[[...]]]]``, and marked.
+    Never raises.
+    """
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"{_SHALLOW.repr(value)[:QUOTE_LIMIT]}… (nested too deep to show)"
+    if len(text) <= QUOTE_LIMIT:
+        return text
+    return f"{text[:QUOTE_LIMIT]}… ({len(text.encode('utf-8', 'replace'))} bytes)"
 
 
 _CONTROLS = {code: repr(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}

@@ -131,6 +131,18 @@ def load_unit(unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations | No
         return None
 
 
+def scalar_text(value: object) -> str:
+    """A record's id, name or tag as text: a string as it is, a number or boolean as its JSON-ish
+    ``str``, anything else (``None``, a list, an object) as ``""``.
+
+    ``str()`` of a list or object is never an id, and it recurses once per level of nesting (a value
+    1,000 levels deep raises ``RecursionError``), so containers are never turned into text.
+    """
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, int | float) else ""
+
+
 def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:
     """Names of every folder above ``paths`` (for per-rollout folder attribution)."""
     return frozenset(part for path in paths for part in Path(path).resolve().parent.parts if part != "/")

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.contract import ObservationGap
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.io.lines import decode_line, iter_json_lines
 from ng_traj.sources.hermes import db
 from ng_traj.sources.hermes.files import (
@@ -137,7 +137,7 @@ def _index_db(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
         sink.add(Diagnostic("error", "hermes_db_unreadable", f"{exc}; its sessions are not built", path=str(path)))
         return
     if not found.version_known:
-        version = "none recorded" if found.recorded is None else repr(found.recorded)
+        version = "none recorded" if found.recorded is None else quoted(found.recorded)
         message = f"schema_version {version} is not one of 1-{db.KNOWN_SCHEMA_VERSION}; known columns read"
         sink.add(Diagnostic("warning", "hermes_schema_version_unknown", message, path=str(path)))
     for session, row in found.sessions.items():

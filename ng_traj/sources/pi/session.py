@@ -31,7 +31,7 @@ from math import isfinite
 from pathlib import Path
 from typing import Any
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 
@@ -152,7 +152,7 @@ def _header_version(header: dict[str, Any], path: str, line: int, sink: Diagnost
         return version or 1
     newer = type(version) in (int, float) and version > 3  # a huge integer parses as a float
     read_as = 3 if newer else 1
-    message = f"session format version {version!r} is not one ng-traj knows (1, 2, 3); read as v{read_as}"
+    message = f"session format version {quoted(version)} is not one ng-traj knows (1, 2, 3); read as v{read_as}"
     sink.add(Diagnostic("warning", "pi_session_version_unknown", message, path=path, line=line))
     return read_as
 
@@ -184,16 +184,16 @@ def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
     effects = {"id": "the entry is named after its line", "parentId": "the entry has no parent"}
     for key, effect in effects.items():
         if version > 1 and raw.get(key) is not None and not isinstance(raw[key], str):
-            return f"{key} is not text ({raw[key]!r}); {effect}"
+            return f"{key} is not text ({quoted(raw[key])}); {effect}"
     if not isinstance(raw.get("type"), str):
-        return f"type is not text ({raw.get('type')!r}); passed over"
+        return f"type is not text ({quoted(raw.get('type'))}); passed over"
     message = raw.get("message")
     if raw["type"] != "message":
         return None
     if not isinstance(message, dict):
         return "a message entry without a message object; passed over"
     if not isinstance(message.get("role"), str):
-        return f"message role is not text ({message.get('role')!r}); passed over"
+        return f"message role is not text ({quoted(message.get('role'))}); passed over"
     if message.get("content") is not None and not isinstance(message["content"], str | list):
         return f"message content is neither text nor a list of blocks ({type(message['content']).__name__}); not read"
     return None

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.diagnostics import safe_text
-from ng_traj.io.lines import decode_line
+from ng_traj.io.lines import BOM, decode_line
 
 EXPLICIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 TASK_KEYS = ("task_id", "problem_id", "instance_id")
@@ -142,10 +142,13 @@ def run_name(path: Path) -> str:
 def load_row(path: str, line: int, offset: int, size: int) -> Any:
     """Read and decode again the row first read at ``line`` (``offset``, ``size`` bytes) of ``path``.
 
-    Repairs (lone surrogates) were reported on the first read and are applied silently here.
+    Repairs (lone surrogates) were reported on the first read and are applied silently here. A UTF-8
+    byte-order mark opening the file is not part of the first row, as on the first read.
     """
     with open(path, "rb") as handle:
         handle.seek(offset)
         raw = handle.read(size)
+    if offset == 0:
+        raw = raw.removeprefix(BOM)
     value, _ = decode_line(raw.strip(), (path, line, offset), at_eof=False)
     return value

@@ -1,0 +1,149 @@
+"""Damaged inputs found by mutating fixtures and samples: each costs the damaged part, never the build.
+
+One test per failure shape, each on a small input made here from the project's fixtures.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+
+from conftest import FIXTURES, run_cli
+from ng_traj.io.lines import BOM
+
+LEGACY_ROWS = FIXTURES / "build" / "legacy_attachments" / "input" / "rollouts.jsonl"
+
+
+def _records(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _calls(path: Path) -> dict[str, tuple[int, int]]:
+    return {r["rollout_id"]: (len(r["model_calls"]), len(r["tool_calls"])) for r in _records(path)}
+
+
+def test_bom_before_the_first_row_keeps_its_attachments(tmp_path):
+    plain, marked = tmp_path / "plain.jsonl", tmp_path / "bom" / "rollouts.jsonl"
+    marked.parent.mkdir()
+    marked.write_bytes(BOM + LEGACY_ROWS.read_bytes())
+    assert run_cli("build", LEGACY_ROWS, "-o", plain).exit_code == 0
+    result = run_cli("build", marked, "-o", tmp_path / "marked.jsonl")
+    assert result.exit_code == 0, result.stderr
+    expected = _calls(plain)
+    assert expected["0-0"][0] > 0
+    assert _calls(tmp_path / "marked.jsonl") == expected
+
+
+PI_V1 = FIXTURES / "pi" / "same_v1.jsonl"
+DEPTH = 1000
+"""Nesting the line reader accepts (orjson: 1,024 levels) but ``repr``, ``str`` and recursive walks do not."""
+
+
+DEEP = "[" * DEPTH + "]" * DEPTH
+"""JSON text of an array nested :data:`DEPTH` levels (too deep for the standard library to write)."""
+
+
+def _write(path: Path, records: list) -> Path:
+    """JSONL of ``records``, each ``"DEEP"`` string written as :data:`DEEP`."""
+    path.write_bytes(b"".join(orjson.dumps(record).replace(b'"DEEP"', DEEP.encode()) + b"\n" for record in records))
+    return path
+
+
+def _pi_v1_with(tmp_path: Path, line: int, update) -> Path:
+    """``same_v1.jsonl`` with ``update`` applied to the entry of ``line`` (1-based)."""
+    entries = [orjson.loads(raw) for raw in PI_V1.read_bytes().splitlines()]
+    update(entries[line - 1])
+    return _write(tmp_path / "session.jsonl", entries)
+
+
+def test_a_deep_entry_type_is_one_warning_not_an_internal_error(tmp_path):
+    path = _pi_v1_with(tmp_path, 3, lambda entry: entry.update(type="DEEP"))
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    [line] = [text for text in result.stderr.splitlines() if "pi_entry_invalid" in text]
+    assert line.startswith(f"{path}:3: warning[pi_entry_invalid]: type is not text ([[[[[")
+    assert len(line) < len(str(path)) + 300  # Python 3.11 cannot repr it at all, 3.12 shows a prefix
+
+
+def test_a_deep_message_api_costs_the_dialect_not_the_session(tmp_path):
+    path = _pi_v1_with(tmp_path, 3, lambda entry: entry["message"].update(api="DEEP"))
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in result.stderr
+    [record] = _records(tmp_path / "out.jsonl")
+    assert (len(record["model_calls"]), len(record["tool_calls"])) == (2, 1)
+
+
+def test_a_diagnostic_quotes_a_bounded_prefix_of_a_huge_value(tmp_path):
+    huge = list(range(300_000))
+    path = _pi_v1_with(tmp_path, 3, lambda entry: entry.update(type=huge))
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    [line] = [text for text in result.stderr.splitlines() if "pi_entry_invalid" in text]
+    shown = repr(huge)
+    assert f"({shown[:200]}… ({len(shown)} bytes)); passed over" in line
+    assert len(line) < 400
+
+
+def _deep_row(tmp_path: Path) -> Path:
+    rows = [orjson.loads(raw) for raw in LEGACY_ROWS.read_bytes().splitlines()]
+    rows[0]["metadata"] = {"api_key": "sk-live-0123456789abcdefghij", "deep": "DEEP"}
+    (tmp_path / "rows").mkdir()
+    return _write(tmp_path / "rows" / "rollouts.jsonl", rows)
+
+
+def _depth(value) -> int:
+    depth = 0
+    while isinstance(value, list):
+        value, depth = (value[0] if value else None), depth + 1
+    return depth
+
+
+def test_attach_writes_a_row_holding_a_deep_value(tmp_path):
+    path = _deep_row(tmp_path)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", path, "-o", out, "--attach")
+    assert result.exit_code == 0, result.stderr
+    first = orjson.loads(out.read_bytes().splitlines()[0])
+    assert _depth(first["metadata"]["deep"]) == DEPTH
+    assert first["metadata"]["api_key"] == "sk-live-0123456789abcdefghij"
+    assert first["ng_trajectory"]["rollout_id"] == "0-0"
+
+
+def test_redacted_attach_writes_a_row_holding_a_deep_value(tmp_path):
+    path = _deep_row(tmp_path)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", path, "-o", out, "--attach", "--redact")
+    assert result.exit_code == 0, result.stderr
+    first = orjson.loads(out.read_bytes().splitlines()[0])
+    assert _depth(first["metadata"]["deep"]) == DEPTH
+    assert first["metadata"]["api_key"] == "[REDACTED]"
+
+
+SHAREGPT = FIXTURES / "hermes" / "sharegpt" / "input" / "trajectory_samples.jsonl"
+
+
+def test_a_sharegpt_turn_whose_from_is_not_text_costs_that_turn(tmp_path):
+    lines = SHAREGPT.read_bytes().splitlines()
+    damaged = orjson.loads(lines[-1])
+    damaged["conversations"][1]["from"] = ["human"]
+    path = tmp_path / "trajectory_samples.jsonl"
+    path.write_bytes(b"\n".join([*lines[:-1], orjson.dumps(damaged)]) + b"\n")
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in result.stderr
+    last = _records(tmp_path / "out.jsonl")[-1]
+    assert last["invocations"][0]["conversation"]
+
+
+def test_a_line_deeper_than_the_reader_allows_is_skipped_on_every_python(tmp_path):
+    """Python 3.12+ parse such a line (3.11 does not); the surrogate repair must not recurse through it."""
+    deep = "[" * 1100 + "]" * 1100
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text(f'{{"note": "\\ud800", "deep": {deep}}}\n' + LEGACY_ROWS.read_text())
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{path}:1: error[invalid_json]" in result.stderr
+    assert "internal error" not in result.stderr
+    assert len(_records(tmp_path / "out.jsonl")) == len(LEGACY_ROWS.read_bytes().splitlines())
