@@ -5,12 +5,20 @@ One test per failure shape, each on a small input made here from the project's f
 
 from __future__ import annotations
 
+import os
+import resource
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import orjson
+import pytest
 
 from conftest import FIXTURES, run_cli
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import BOM
+from ng_traj.sources.native import READERS, NativeUnit, index_units
 
 LEGACY_ROWS = FIXTURES / "build" / "legacy_attachments" / "input" / "rollouts.jsonl"
 
@@ -147,3 +155,87 @@ def test_a_line_deeper_than_the_reader_allows_is_skipped_on_every_python(tmp_pat
     assert f"{path}:1: error[invalid_json]" in result.stderr
     assert "internal error" not in result.stderr
     assert len(_records(tmp_path / "out.jsonl")) == len(LEGACY_ROWS.read_bytes().splitlines())
+
+
+class _FragileReader:
+    """A reader whose own code raises on one file (``bad.jsonl``), as a reader meeting a shape it does
+    not expect does; every other file is one unit."""
+
+    name = "fragile"
+    source = "fragile"
+
+    def sniff(self, sniffed):
+        return None
+
+    def index(self, files, sink):
+        sink.add(Diagnostic("info", "session_unattributed", "indexed", path=str(files[0])))
+        if any(path.name == "bad.jsonl" for path in files):
+            raise KeyError("kind")
+        return [NativeUnit(self.name, path.stem, (str(path),)) for path in files]
+
+    def load(self, unit, sink):
+        raise AssertionError("not loaded here")
+
+
+def test_a_reader_failing_on_one_file_while_indexing_costs_that_file(tmp_path):
+    READERS["fragile"] = _FragileReader()
+    try:
+        files = [tmp_path / name for name in ("a.jsonl", "bad.jsonl", "c.jsonl")]
+        seen: list[Diagnostic] = []
+        units = index_units("fragile", files, DiagnosticSink(seen.append))
+    finally:
+        del READERS["fragile"]
+    assert [unit.key for unit in units] == ["a", "c"]
+    assert [(d.code, d.path, d.message) for d in seen] == [
+        (
+            "native_load_failed",
+            str(files[1]),
+            "could not be indexed (KeyError: 'kind'); the sessions it holds are left out",
+        ),
+        ("session_unattributed", str(files[0]), "indexed"),
+    ]
+
+
+def test_a_symlink_loop_under_a_manifest_path_is_one_unreadable_file(tmp_path):
+    folder = tmp_path / "sessions" / "0-0"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").symlink_to(folder / "b.jsonl")
+    (folder / "b.jsonl").symlink_to(folder / "a.jsonl")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text('{"rollout_id": "0-0", "path": "sessions/0-0"}\n')
+    result = run_cli("build", LEGACY_ROWS, tmp_path / "sessions", "--manifest", manifest, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 1, result.stderr  # the sessions folder gave nothing; the rows were built
+    assert f"{folder / 'a.jsonl'}: error[unreadable_file]: Too many levels of symbolic links" in result.stderr
+    assert len(_records(tmp_path / "out.jsonl")) == len(LEGACY_ROWS.read_bytes().splitlines())
+
+
+PINCHBENCH = FIXTURES / "openclaw" / "pinchbench"
+PINCH_STORE = "task_sanity_run-7/openclaw_sessions/agents/main/sessions/sessions.json"
+
+
+def _build_bounded(folder: Path) -> subprocess.CompletedProcess:
+    """``ng-traj build`` of a PinchBench layout in a child limited to 60 s and 2 GiB of memory."""
+    limit = 2 << 30
+
+    def bounded() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    command = [sys.executable, "-m", "ng_traj", "build", "rollouts.jsonl", "task_sanity_run-7", "-o", "out.jsonl"]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=60, preexec_fn=bounded)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_pinchbench_store_that_is_not_a_regular_file_is_never_opened(tmp_path, kind):
+    folder = tmp_path / "run"
+    shutil.copytree(PINCHBENCH, folder)
+    store = folder / PINCH_STORE
+    store.unlink()
+    if kind == "fifo":
+        os.mkfifo(store)
+    else:
+        store.symlink_to("/dev/zero")
+    result = _build_bounded(folder)
+    assert result.returncode == 0, result.stderr
+    assert f"{PINCH_STORE}: warning[input_unclaimed]: not a regular file" in result.stderr
+    [record] = _records(folder / "out.jsonl")
+    assert record["invocations"]

@@ -28,6 +28,7 @@ from typing import Any
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.files import read_regular
 from ng_traj.io.lines import BOM, decode_line, iter_json_lines, not_an_object
 
 MESSAGE_KEYS = frozenset(
@@ -98,7 +99,7 @@ def read_json_file(path: Path, sink: DiagnosticSink) -> Any:
     """The JSON value of a whole ``.json`` file (a lone surrogate repaired, with a warning, as for a
     line), or ``None`` with an ``unreadable_file`` or ``invalid_json`` error."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         return None

@@ -27,6 +27,7 @@ from typing import Any
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
+from ng_traj.io.files import open_regular
 from ng_traj.io.lines import decode_line, iter_json_lines
 from ng_traj.sources.hermes import db
 from ng_traj.sources.hermes.files import (
@@ -60,7 +61,7 @@ def _sqlite_kind(path: Path) -> str | None:
     if path.name != "state.db" and not path.name.endswith(_DB_SUFFIXES):
         return None
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(_HEAD_BYTES)
     except OSError:
         return None
@@ -324,7 +325,7 @@ def _sharegpt_unit(unit: NativeUnit, sink: DiagnosticSink) -> Tree:
     hints = dict(unit.hints)
     path, line = Path(unit.paths[0]), int(hints["line"])
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             handle.seek(int(hints["offset"]))
             raw = handle.read(int(hints["size"]))
     except OSError as exc:

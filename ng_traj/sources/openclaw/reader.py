@@ -25,6 +25,7 @@ import orjson
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.files import open_regular
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
@@ -80,7 +81,7 @@ def pinchbench_run(path: Path) -> str | None:
 
 def _has_openclaw_entries(path: Path) -> bool:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             for raw in itertools.islice(handle, PEEK_LINES):
                 try:
                     value = orjson.loads(raw)
