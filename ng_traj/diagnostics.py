@@ -77,6 +77,7 @@ BUILD_CODES: dict[str, str] = {
     "native_load_failed": "a native session a reader could not read (a shape it does not expect); its observations are left out",
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
     "pi_session_version_unknown": "a pi session header whose version is not 1, 2 or 3; a newer one is read as v3",
+    "pi_entry_repeated": "a pi entry whose id (or, without ids, whose whole content) repeats an earlier one; read as one entry",
     "pi_header_misplaced": "a pi session header after the first entry; ignored",
     "openclaw_entry_invalid": "an OpenClaw sessions.json entry that is not an object, or whose sessionId/sessionFile/spawnedBy/parentSessionKey is not text",
     "pi_entry_invalid": "a pi entry whose id/parentId/type is not text, or a message entry without a message object, text role or readable content",
@@ -87,6 +88,7 @@ BUILD_CODES: dict[str, str] = {
     "hermes_store_unused": "a gateway sessions.json naming no session among the inputs",
     "hermes_column_invalid": "a state.db JSON column (tool_calls, reasoning details) that is not JSON; the message is kept without it",
     "hermes_time_invalid": "a state.db session's started_at or ended_at that is not a time; no duration",
+    "hermes_message_repeated": "a gateway transcript line that repeats an earlier message whole (its time included); read once",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
     "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
 }

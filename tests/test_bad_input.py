@@ -239,3 +239,75 @@ def test_a_pinchbench_store_that_is_not_a_regular_file_is_never_opened(tmp_path,
     assert f"{PINCH_STORE}: warning[input_unclaimed]: not a regular file" in result.stderr
     [record] = _records(folder / "out.jsonl")
     assert record["invocations"]
+
+
+PI_V3 = FIXTURES / "pi" / "same_v3.jsonl"
+
+
+def _observed(path: Path, out: Path) -> tuple:
+    """What a build reads from one session: conversation items, model-call count, tool calls; and stderr."""
+    result = run_cli("build", path, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    [record] = _records(out)
+    conversation = record["invocations"][0]["conversation"]
+    return (conversation, len(record["model_calls"]), record["tool_calls"]), result.stderr
+
+
+def _with_lines(tmp_path: Path, source: Path, edit) -> Path:
+    lines = source.read_bytes().splitlines()
+    path = tmp_path / "damaged" / source.name
+    path.parent.mkdir()
+    path.write_bytes(b"\n".join(edit(lines)) + b"\n")
+    return path
+
+
+def test_a_copy_of_an_earlier_entry_as_the_last_line_does_not_take_over_the_path(tmp_path):
+    expected, _ = _observed(PI_V3, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, PI_V3, lambda lines: [*lines, lines[2]])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert observed == expected
+    assert expected[2] and len(expected[0]) > 2
+    assert f"{path}:7: warning[pi_entry_repeated]: a copy of entry a2 (line 3); read as one entry" in stderr
+
+
+def test_a_stray_object_as_the_last_line_does_not_wipe_the_conversation(tmp_path):
+    expected, _ = _observed(PI_V3, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, PI_V3, lambda lines: [*lines, b'{"foo": 1}'])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert observed == expected
+    assert f"{path}:7: warning[pi_entry_invalid]: type is not text (None); passed over" in stderr
+
+
+def _without_line_ids(observed: tuple) -> tuple:
+    conversation, calls, tools = observed
+    return [{k: v for k, v in item.items() if k != "id"} for item in conversation], calls, tools
+
+
+def test_a_repeated_assistant_line_without_ids_is_one_model_call(tmp_path):
+    expected, _ = _observed(PI_V1, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, PI_V1, lambda lines: [*lines[:3], lines[2], *lines[3:]])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert _without_line_ids(observed) == _without_line_ids(expected)  # v1 ids name lines, which moved
+    assert expected[1] == 2 and len(expected[2]) == 1
+    assert f"{path}:4: warning[pi_entry_repeated]: a copy of line 3; read once" in stderr
+
+
+GATEWAY = FIXTURES / "hermes" / "forms" / "input" / "sessions" / "20260402_090000_gate01.jsonl"
+
+
+def _gateway(tmp_path: Path, name: str, edit) -> Path:
+    """The fixture's first four lines (meta, user, assistant with a tool call, tool), edited."""
+    path = tmp_path / name / "sessions" / GATEWAY.name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\n".join(edit(GATEWAY.read_bytes().splitlines()[:4])) + b"\n")
+    return path
+
+
+def test_an_assistant_message_written_twice_is_one_message_and_keeps_its_tool_call(tmp_path):
+    plain = _gateway(tmp_path, "plain", lambda lines: lines)
+    expected, _ = _observed(plain, tmp_path / "plain.jsonl")
+    path = _gateway(tmp_path, "twice", lambda lines: [*lines[:3], lines[2], lines[3]])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert observed == expected
+    assert [tool["tool_call_id"] for tool in expected[2]] == ["call_g1"]
+    assert f"{path}:4: warning[hermes_message_repeated]: a copy of the message on line 3; read once" in stderr
