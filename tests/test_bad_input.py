@@ -311,3 +311,65 @@ def test_an_assistant_message_written_twice_is_one_message_and_keeps_its_tool_ca
     assert observed == expected
     assert [tool["tool_call_id"] for tool in expected[2]] == ["call_g1"]
     assert f"{path}:4: warning[hermes_message_repeated]: a copy of the message on line 3; read once" in stderr
+
+
+JSON_MODE = FIXTURES / "pi" / "json_mode_events.jsonl"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b'{"type":"session","id":"pi-same","timestamp', b'{"type":"session",\x00"id":"pi-same"}', b'{"type":"\xff"}'],
+    ids=["torn", "nul_byte", "invalid_utf8"],
+)
+def test_a_damaged_pi_v1_header_costs_that_line(tmp_path, damage):
+    expected, _ = _observed(PI_V1, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, PI_V1, lambda lines: [damage, *lines[1:]])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{path}:1: error[" in result.stderr
+    [record] = _records(tmp_path / "out.jsonl")
+    assert (len(record["model_calls"]), len(record["tool_calls"])) == (expected[1], len(expected[2])) == (2, 1)
+
+
+def test_a_pi_json_mode_log_without_its_header_is_read(tmp_path):
+    expected, _ = _observed(JSON_MODE, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, JSON_MODE, lambda lines: lines[1:])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    [record] = _records(tmp_path / "out.jsonl")
+    observed = (record["invocations"][0]["conversation"], len(record["model_calls"]), record["tool_calls"])
+    named = [{**tool, "invocation_id": "pi-json"} for tool in record["tool_calls"]]  # no header: named after the file
+    assert [tool["invocation_id"] for tool in record["tool_calls"]] == [path.stem]
+    observed = (observed[0], observed[1], named)
+    assert _without_line_ids(observed) == _without_line_ids(expected)  # ids name lines, which moved
+    assert expected[1] > 0
+
+
+@pytest.mark.parametrize(
+    "damage", [lambda line: line.replace(b'"from"', b'"frum"', 1), lambda line: b"[1, 2]"], ids=["no_from", "array"]
+)
+def test_a_damaged_first_sharegpt_line_costs_that_line(tmp_path, damage):
+    lines = SHAREGPT.read_bytes().splitlines()
+    path = _with_lines(tmp_path, SHAREGPT, lambda lines: [damage(lines[0]), *lines[1:]])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{path}:1: error[" in result.stderr
+    built = _records(tmp_path / "out.jsonl")
+    assert [r["rollout_id"] for r in built] == [f"{path.name}:{n}" for n in range(2, len(lines) + 1)]
+    assert all(r["invocations"][0]["conversation"] for r in built)
+
+
+def test_a_bom_before_the_first_sharegpt_line_keeps_its_conversation(tmp_path):
+    expected = _records(_built(SHAREGPT, tmp_path / "plain.jsonl"))
+    path = tmp_path / "bom" / SHAREGPT.name
+    path.parent.mkdir()
+    path.write_bytes(BOM + SHAREGPT.read_bytes())
+    built = _records(_built(path, tmp_path / "out.jsonl"))
+    assert [r["invocations"] for r in built] == [r["invocations"] for r in expected]
+    assert expected[0]["invocations"][0]["conversation"]
+
+
+def _built(path: Path, out: Path) -> Path:
+    result = run_cli("build", path, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    return out

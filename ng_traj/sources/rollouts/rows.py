@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.diagnostics import safe_text
-from ng_traj.io.files import open_regular
-from ng_traj.io.lines import BOM, decode_line
+from ng_traj.io.files import read_line_at
+from ng_traj.io.lines import decode_line
 
 EXPLICIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 TASK_KEYS = ("task_id", "problem_id", "instance_id")
@@ -146,10 +146,6 @@ def load_row(path: str, line: int, offset: int, size: int) -> Any:
     Repairs (lone surrogates) were reported on the first read and are applied silently here. A UTF-8
     byte-order mark opening the file is not part of the first row, as on the first read.
     """
-    with open_regular(path) as handle:
-        handle.seek(offset)
-        raw = handle.read(size)
-    if offset == 0:
-        raw = raw.removeprefix(BOM)
+    raw = read_line_at(path, offset, size)
     value, _ = decode_line(raw.strip(), (path, line, offset), at_eof=False)
     return value
