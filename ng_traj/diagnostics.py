@@ -61,6 +61,7 @@ BUILD_CODES: dict[str, str] = {
     "task_input_rows": "rows with no response, reward or attachment: task inputs, not rollouts",
     "rollout_identity_unavailable": "a rollout row without identity keys; identified by file and line",
     "capture_record_invalid": "a capture line that does not build a model-call record or has none of its keys",
+    "capture_call_invalid": "a call in a row's ng_model_call_capture that is not an object or breaks the contract; left out",
     "capture_duplicate_conflict": "two stores hold different lines with the same model_call_id",
     "capture_call_repeated": "a model_call_id repeated within one capture file; the first line is kept",
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",

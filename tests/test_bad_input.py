@@ -373,3 +373,23 @@ def _built(path: Path, out: Path) -> Path:
     result = run_cli("build", path, "-o", out)
     assert result.exit_code == 0, result.stderr
     return out
+
+
+def test_an_invalid_call_in_a_rows_capture_attachment_is_reported_and_the_others_kept(tmp_path):
+    rows = [orjson.loads(raw) for raw in LEGACY_ROWS.read_bytes().splitlines()]
+    calls = rows[0]["ng_model_call_capture"]["calls"]
+    negative = {**calls[0], "model_call_id": "d" * 32, "latency_total_ms": -5.0}
+    rows[0]["ng_model_call_capture"]["calls"] = ["not a call", calls[0], negative]
+    (tmp_path / "rows").mkdir()
+    path = _write(tmp_path / "rows" / "rollouts.jsonl", rows)
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"{path}:1: warning[capture_call_invalid] ng_model_call_capture.calls.0: not an object (string); "
+        "the call is left out" in result.stderr
+    )
+    assert f"{path}:1: warning[capture_call_invalid] ng_model_call_capture.calls.2: duration_ms:" in result.stderr
+    first = _records(tmp_path / "out.jsonl")[0]
+    assert [call["model_call_id"] for call in first["model_calls"]] == ["c" * 32]
+    invalid = [gap for gap in first["gaps"] if gap["code"] == "model_call_capture_call_invalid"]
+    assert [gap["detail"] for gap in invalid] == ["calls.0", "calls.2"]
