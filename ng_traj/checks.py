@@ -5,12 +5,16 @@ as NeMo Gym's models enforce them; gym-reference.md §3, §10.2), then, when val
 warnings the contract does not enforce (PRODUCT.md §6): refs that name no model call of the record,
 tool calls without a ``function_call`` in any conversation, unknown gap codes, and parent cycles
 among a trajectory's invocations (a warning there, an error in bundles: PRODUCT.md §10.19).
+
+A rollout row's own ``ng_agent_observations`` bundle is the producer's record, kept as recorded by
+``build --attach``: what fails the contract in it is reported as a warning (the trajectory built from
+the row carries ``agent_observations_invalid`` and does not use it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pydantic import ValidationError
@@ -60,13 +64,22 @@ def check_line(value: dict[str, Any]) -> tuple[list[Finding], bool]:
     findings: list[Finding] = []
     bundle = value.get("ng_agent_observations")
     if bundle is not None:
-        findings.extend(check_bundle(bundle, prefix="ng_agent_observations"))
+        findings.extend(map(_as_recorded, check_bundle(bundle, prefix="ng_agent_observations")))
     trajectory = value.get("ng_trajectory")
     if trajectory is None:
         findings.append(TRAJECTORY_MISSING)
         return findings, False
     findings.extend(check_trajectory(trajectory, prefix="ng_trajectory"))
     return findings, True
+
+
+def _as_recorded(finding: Finding) -> Finding:
+    """A problem of a row's ``ng_agent_observations`` is a warning: the bundle is the producer's, kept as
+    recorded (``build --attach`` never rewrites it), and a trajectory built from the row carries
+    ``agent_observations_invalid`` instead of using it. Bundles ng-traj builds are valid by construction."""
+    if finding.severity != "error":
+        return finding
+    return replace(finding, severity="warning", message=f"{finding.message} (the row's recorded bundle; not used)")
 
 
 def check_trajectory(value: Any, *, prefix: str = "") -> list[Finding]:

@@ -7,6 +7,7 @@ bad flags) are not diagnostics: they raise :class:`RunError` and end the command
 
 from __future__ import annotations
 
+import reprlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -60,6 +61,7 @@ BUILD_CODES: dict[str, str] = {
     "task_input_rows": "rows with no response, reward or attachment: task inputs, not rollouts",
     "rollout_identity_unavailable": "a rollout row without identity keys; identified by file and line",
     "capture_record_invalid": "a capture line that does not build a model-call record or has none of its keys",
+    "capture_call_invalid": "a call in a row's ng_model_call_capture that is not an object or breaks the contract; left out",
     "capture_duplicate_conflict": "two stores hold different lines with the same model_call_id",
     "capture_call_repeated": "a model_call_id repeated within one capture file; the first line is kept",
     "capture_ambiguous": "a capture file's rollout id exists in several runs; attached to none",
@@ -78,6 +80,7 @@ BUILD_CODES: dict[str, str] = {
     "native_load_failed": "a native session a reader could not read (a shape it does not expect); its observations are left out",
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
     "pi_session_version_unknown": "a pi session header whose version is not 1, 2 or 3; a newer one is read as v3",
+    "pi_entry_repeated": "a pi entry whose id (or, without ids, whose whole content) repeats an earlier one; read as one entry",
     "pi_header_misplaced": "a pi session header after the first entry; ignored",
     "openclaw_entry_invalid": "an OpenClaw sessions.json entry that is not an object, or whose sessionId/sessionFile/spawnedBy/parentSessionKey is not text",
     "pi_entry_invalid": "a pi entry whose id/parentId/type is not text, or a message entry without a message object, text role or readable content",
@@ -88,6 +91,7 @@ BUILD_CODES: dict[str, str] = {
     "hermes_store_unused": "a gateway sessions.json naming no session among the inputs",
     "hermes_column_invalid": "a state.db JSON column (tool_calls, reasoning details) that is not JSON; the message is kept without it",
     "hermes_time_invalid": "a state.db session's started_at or ended_at that is not a time; no duration",
+    "hermes_message_repeated": "a gateway transcript line that repeats an earlier message whole (its time included); read once",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
     "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
 }
@@ -118,6 +122,31 @@ def safe_text(value: object) -> str:
     """``str(value)`` as valid UTF-8: bytes of a non-UTF-8 file name (surrogate escapes) become U+FFFD."""
     text = str(value)
     return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if text.isascii() is False else text
+
+
+QUOTE_LIMIT = 200
+"""Characters of a bad value a diagnostic quotes; the rest is counted, not shown."""
+
+_SHALLOW = reprlib.Repr()
+_SHALLOW.maxlevel = 4
+_SHALLOW.maxstring = _SHALLOW.maxother = QUOTE_LIMIT
+
+
+def quoted(value: object) -> str:
+    """``repr(value)`` for a diagnostic, bounded in size and depth.
+
+    At most :data:`QUOTE_LIMIT` characters are shown, followed by ``… (N bytes)`` giving the size of
+    the whole quote in UTF-8. A value nested too deep for ``repr`` (it recurses once per level, and
+    inputs may nest 1,024 levels) is shown to four levels (``reprlib``), ``[[[[...]]]]``, and marked.
+    Never raises.
+    """
+    try:
+        text = repr(value)
+    except RecursionError:
+        return f"{_SHALLOW.repr(value)[:QUOTE_LIMIT]}… (nested too deep to show)"
+    if len(text) <= QUOTE_LIMIT:
+        return text
+    return f"{text[:QUOTE_LIMIT]}… ({len(text.encode('utf-8', 'replace'))} bytes)"
 
 
 _CONTROLS = {code: repr(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}

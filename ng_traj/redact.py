@@ -80,14 +80,31 @@ class Redactor:
         return value
 
     def value(self, value: Any) -> Any:
-        """A redacted copy of a JSON value."""
-        if isinstance(value, str):
-            return self.text(value)
-        if isinstance(value, list):
-            return [self.value(item) for item in value]
-        if isinstance(value, dict):
-            return {key: (MASK if self._secret(key, item) else self.value(item)) for key, item in value.items()}
-        return value
+        """A redacted copy of a JSON value, key order kept.
+
+        The walk keeps its own stack instead of recursing, so a value nested as deep as the line reader
+        accepts (1,024 levels) is redacted like any other.
+        """
+        root: list[Any] = []
+        pending = [([value], root)]
+        while pending:
+            source, target = pending.pop()
+            pairs = source.items() if isinstance(source, dict) else enumerate(source)
+            for key, item in pairs:
+                if isinstance(source, dict) and self._secret(key, item):
+                    copy: Any = MASK
+                elif isinstance(item, str):
+                    copy = self.text(item)
+                elif isinstance(item, list | dict):
+                    copy = type(item)()
+                    pending.append((item, copy))
+                else:
+                    copy = item
+                if isinstance(target, dict):
+                    target[key] = copy
+                else:
+                    target.append(copy)
+        return root[0]
 
     def _secret(self, key: Any, item: Any) -> bool:
         return isinstance(key, str) and _normalise(key) in self.keys and item is not None and item != ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import fcntl
 import os
 import re
 import subprocess
@@ -130,3 +131,45 @@ def test_an_interrupt_inside_a_deferred_block_is_raised_at_its_end(monkeypatch):
     assert finished == [True]
     with pytest.raises(KeyboardInterrupt):
         atomic.interrupt(2, None)  # outside a deferred block it raises at once
+
+
+def _leftovers(folder: Path, name: str) -> dict[str, Path]:
+    """A killed run's temporaries of ``name`` (file and folder), a live one, and look-alikes to keep."""
+    made = {
+        "stale_file": folder / f".{name}.tmp-ab12_z9q",
+        "stale_folder": folder / f".{name}.tmp-0000abcd",
+        "live": folder / f".{name}.tmp-live0001",
+        "other_output": folder / ".other.jsonl.tmp-ab12_z9q",
+        "longer_suffix": folder / f".{name}.tmp-ab12_z9q.keep",
+        "user_file": folder / f"{name}.tmp-ab12_z9q",
+        "old_copy": folder / f".{name}.old-ab12_z9q",
+        "symlink": folder / f".{name}.tmp-link0001",
+    }
+    for key, path in made.items():
+        if key == "stale_folder":
+            path.mkdir()
+            (path / "part.parquet").write_bytes(b"x")
+        elif key == "symlink":
+            path.symlink_to(made["user_file"])
+        else:
+            path.write_bytes(b"partial")
+    return made
+
+
+@pytest.mark.parametrize("kind", ["file", "dataset"])
+def test_a_killed_runs_temporaries_are_removed_by_the_next_run_and_nothing_else(tmp_path, kind):
+    name = "out.jsonl" if kind == "file" else "out"
+    made = _leftovers(tmp_path, name)
+    with open(made["live"], "rb") as live:
+        fcntl.flock(live, fcntl.LOCK_EX)  # a build still writing holds its temporary locked
+        writer = atomic_file(tmp_path / name) if kind == "file" else atomic_directory(tmp_path / name)
+        with writer as handle:
+            if kind == "file":
+                handle.write(b"{}\n")
+            else:
+                (handle / "trajectories.parquet").write_bytes(b"x")
+    left = {key for key, path in made.items() if path.exists() or path.is_symlink()}
+    assert left == {"live", "other_output", "longer_suffix", "user_file", "old_copy", "symlink"}
+    assert (tmp_path / name).exists()
+    temporaries = [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{name}.tmp-")]
+    assert sorted(temporaries) == sorted(made[key].name for key in ("live", "longer_suffix", "symlink"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
 import shutil
@@ -250,6 +251,20 @@ def test_manifest_attributes_a_file_not_named_by_its_rollout_id(tmp_path, bom):
     assert run_cli("build", run_a, "-o", out, "--manifest", manifest).exit_code == 0
     (record,) = _records(out)
     assert record["model_calls"][0]["model_call_id"] == "2" * 32
+
+
+def test_a_csv_manifest_field_longer_than_the_csv_modules_limit_is_read(tmp_path):
+    run_a, _, store = _two_runs(tmp_path)
+    (store / "0-0.capture.jsonl").unlink()
+    manifest = tmp_path / "manifest.csv"
+    note = "n" * 200_000  # the csv module refuses fields over 131,072 characters by default
+    manifest.write_text(f"rollout_id,path,kind,note\n0-0,store/odd-name.jsonl,capture,{note}\n", encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", run_a, "-o", out, "--manifest", manifest)
+    assert result.exit_code == 0, result.stderr
+    (record,) = _records(out)
+    assert record["model_calls"][0]["model_call_id"] == "2" * 32
+    assert csv.field_size_limit() == 131072  # the module's limit is left as it was
 
 
 def test_as_capture_forces_the_kind(tmp_path):

@@ -201,6 +201,7 @@ LEGACY = [
         [("ff", N, (N, N, N, N, N))],
         [
             ("agent_observations_invalid", N, "ValidationError"),
+            ("model_call_capture_call_invalid", N, "calls.1"),  # the attachment's second call is a string
             ("conversation_from_rollout_record", N, N),
             ("turns_unavailable", N, N),
         ],

@@ -248,3 +248,20 @@ def test_session_times_that_are_not_times_are_reported(tmp_path: Path) -> None:
         f"warning[hermes_time_invalid]: session {ROOT}: started_at 'yesterday' not a time; its duration is unknown"
     ]
     assert _trajectories(tmp_path / "out.jsonl")[ROOT]["invocations"][0]["duration_ms"] is None
+
+
+def test_a_name_in_sqlite_master_that_is_not_utf8_costs_that_database(tmp_path: Path) -> None:
+    """SQLite's "malformed database schema (<name>)" quotes the damaged name, and Python's ``sqlite3``
+    raises ``UnicodeDecodeError`` (not ``sqlite3.Error``) decoding that message."""
+    home = tmp_path / "home"
+    home.mkdir()
+    db = build_db(_export(), home / "state.db")
+    data = db.read_bytes()
+    assert b"sqlite_autoindex_sessions_1" in data
+    db.write_bytes(data.replace(b"sqlite_autoindex_sessions_1", b"sql\xa3te_autoindex_sessions_1"))
+    rows = tmp_path / "rollouts.jsonl"
+    rows.write_bytes((FIXTURES / "build" / "legacy_attachments" / "input" / "rollouts.jsonl").read_bytes())
+    result = _build(home, rows, out=tmp_path / "out.jsonl")
+    assert result.exit_code == 1, result.stderr  # one input gave nothing; the others were built
+    assert f"{db}: error[hermes_db_unreadable]: UnicodeDecodeError" in result.stderr
+    assert len(_trajectories(tmp_path / "out.jsonl")) == len(rows.read_bytes().splitlines())

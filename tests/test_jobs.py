@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -16,7 +17,7 @@ import orjson
 import pytest
 from test_hermes_golden import materialise
 
-from conftest import FIXTURES
+from conftest import FIXTURES, generated_corpus
 from ng_traj.assemble import workers
 from ng_traj.assemble.build import BuildOptions, encode_line
 from ng_traj.assemble.pipeline import prepare
@@ -145,3 +146,40 @@ def test_an_interrupted_build_stops_its_workers_before_returning():
     # The pool is shut down while the interrupt propagates, not when its traceback is released.
     assert interrupted.traceback and len(written) == 1
     assert multiprocessing.active_children() == []
+
+
+def _children(pid: int) -> set[int]:
+    """Pids whose parent is ``pid`` (``/proc``), zombies left out."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError):
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == pid and fields[0] != "Z":
+                found.add(int(stat.parent.name))
+    return found
+
+
+def _alive(pid: int) -> bool:
+    with contextlib.suppress(OSError):
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    return False
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
+def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path):
+    corpus = generated_corpus(tmp_path / "corpus", 1500, 4, 11)
+    command = [sys.executable, "-m", "ng_traj", "build", corpus, "-o", tmp_path / "out.jsonl", "--jobs", "2"]
+    parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    workers_seen: set[int] = set()
+    while not workers_seen and parent.poll() is None and time.monotonic() < deadline:
+        workers_seen = _children(parent.pid)
+        time.sleep(0.01)
+    assert workers_seen, "the build ended before its workers could be seen"
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while any(_alive(pid) for pid in workers_seen) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert [pid for pid in workers_seen if _alive(pid)] == []
+    assert not (tmp_path / "out.jsonl").exists()

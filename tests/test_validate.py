@@ -128,3 +128,21 @@ def test_a_reader_that_stops_early_makes_the_run_stop_quietly_and_not_succeed(tm
     process.stdout.close()
     assert process.wait(timeout=120) == 141
     assert process.stderr.read() == b""
+
+
+def test_a_rows_recorded_bundle_that_fails_the_contract_is_a_warning_after_attach(tmp_path):
+    rows = FIXTURES / "build" / "legacy_attachments" / "input"
+    out = tmp_path / "attached.jsonl"
+    assert run_cli("build", rows, "-o", out, "--attach").exit_code == 0
+    recorded = [orjson.loads(line).get("ng_agent_observations") for line in out.read_bytes().splitlines()]
+    original = [
+        orjson.loads(line).get("ng_agent_observations") for line in (rows / "rollouts.jsonl").read_bytes().splitlines()
+    ]
+    assert recorded == original  # kept as recorded
+    result = run_cli("validate", out)
+    assert result.exit_code == 0, result.stderr
+    assert f"{out}:4: warning[invalid_value] ng_agent_observations.records.0: Input tag 'turn'" in result.stderr
+    assert "(the row's recorded bundle; not used)" in result.stderr
+    assert "error[" not in result.stderr
+    fourth = orjson.loads(out.read_bytes().splitlines()[3])
+    assert "agent_observations_invalid" in [gap["code"] for gap in fourth["ng_trajectory"]["gaps"]]

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import ObservationGap
+from ng_traj.io.files import open_regular, resolved
 from ng_traj.sources.capture.record import derived_response, tool_calls_and_reasoning
 from ng_traj.sources.capture.store import CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
@@ -129,7 +130,7 @@ class CaptureIds:
 
 def _responses(path: str) -> Iterator[dict[str, Any]]:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             for raw in handle:
                 try:
                     line = orjson.loads(raw)
@@ -144,12 +145,12 @@ def _responses(path: str) -> Iterator[dict[str, Any]]:
 
 
 def _manifest_targets(unit: NativeUnit, manifest: list[ManifestEntry]) -> set[tuple[str, str | None]]:
-    paths = [Path(path).resolve() for path in unit.paths]
+    paths = [resolved(Path(path)) for path in unit.paths]
     targets = set()
     for entry in manifest:
         if entry.session_id is not None and entry.session_id != unit.key:
             continue
-        root = entry.path.resolve()
+        root = resolved(entry.path)
         if any(path == root or root in path.parents for path in paths):
             targets.add((entry.rollout_id, entry.run))
     return targets

@@ -208,7 +208,14 @@ def _capture(slot: Slot, row: dict[str, Any] | None, options: BuildOptions, sink
             sink.add(Diagnostic("warning", "capture_not_merged", message, path=slot.path, line=slot.line or None))
             return CaptureState()
         return capture_from_evidence(evidence)
-    return capture_from_row(row) if row is not None else CaptureState()
+    if row is None:
+        return CaptureState()
+
+    def report(pointer: str, message: str) -> None:
+        where = {"path": slot.path, "line": slot.line, "offset": slot.offset, "pointer": pointer}
+        sink.add(Diagnostic("warning", "capture_call_invalid", message, **where))
+
+    return capture_from_row(row, report)
 
 
 @dataclass

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.io.files import open_regular, resolved
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
@@ -96,7 +97,7 @@ class Inputs:
 
 def _has_content(path: Path) -> bool:
     """Whether the file holds anything but whitespace (read until the first byte that is not)."""
-    with open(path, "rb") as handle:
+    with open_regular(path) as handle:
         while chunk := handle.read(1 << 16):
             if chunk.strip():
                 return True
@@ -125,7 +126,7 @@ def discover(
         if not path.exists():
             raise RunError(f"{path}: no such file or directory")
     inputs = Inputs()
-    attributed = {entry.path.resolve(): entry for entry in manifest}
+    attributed = {resolved(entry.path): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]
     output = _file_identity(exclude) if exclude is not None and exclude.exists() else None
     seen: dict[object, str] = {}
@@ -135,7 +136,7 @@ def discover(
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(exc.filename)))
 
     for named in [*paths, *(entry.path for entry in manifest)]:
-        named_entry = attributed.get(named.resolve()) if attributed else None
+        named_entry = attributed.get(resolved(named)) if attributed else None
         for file in walk(named, unreadable):
             identity = _file_identity(file)
             if identity == output:
@@ -146,7 +147,7 @@ def discover(
                     inputs.overlaps.setdefault(str(named), set()).add(seen[identity])
                 continue
             seen[identity] = str(named)
-            entry = (attributed.get(file.resolve()) or named_entry) if attributed else None
+            entry = (attributed.get(resolved(file)) or named_entry) if attributed else None
             _classify(inputs, file, str(named), file == named, force_kind, entry, sink)
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     return inputs
@@ -189,7 +190,7 @@ def _classify(
             inputs.by_kind["unclaimed"] += 1
             _report(sink, "input_unclaimed", file, message, True)
             return
-        with open(file, "rb"):
+        with open_regular(file):
             pass
     except OSError as exc:
         inputs.by_kind["unreadable"] += 1

@@ -31,7 +31,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import read_json_objects
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
-from ng_traj.sources.native import READERS, NativeUnit, load_unit
+from ng_traj.sources.native import NativeUnit, index_units, load_unit
 from ng_traj.sources.rollouts.rows import Identity, identity, is_rollout_row, recorded_run_ids, task_from_rollout_id
 
 _DIGITS = re.compile(r"(\d+)")
@@ -236,7 +236,7 @@ def _attribute_units(
     captured = CaptureIds(inputs.capture)
     targets: dict[tuple[str, ...], list] = {}
     for name in sorted(inputs.native):
-        for unit in READERS[name].index(sorted(inputs.native[name]), sink):
+        for unit in index_units(name, sorted(inputs.native[name]), sink):
             where = attribute(unit, index, manifest, captured, _tool_sets)
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")

@@ -10,7 +10,7 @@ applied here.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,10 +22,12 @@ from ng_traj.assemble.project import (
     ProjectionInputs,
     failed_projection,
     project,
+    project_call,
 )
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ModelCallRecord, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.conversation import validate_items
+from ng_traj.io.lines import JSON_TYPES
 from ng_traj.sources.capture.store import CaptureEvidence
 
 REDACTION_GAP = "multimodal_history_redacted"
@@ -75,25 +77,47 @@ def capture_from_evidence(evidence: CaptureEvidence | None, error: bool = False)
     return CaptureState(records, [record_mapping(r) for r in records], gaps, recomputed=True)
 
 
-def capture_from_row(row: Mapping[str, Any]) -> CaptureState:
+def capture_from_row(row: Mapping[str, Any], report: Callable[[str, str], None] | None = None) -> CaptureState:
     """The row's own ``ng_model_call_capture`` (any version since 2026-07-15), as recorded.
 
     A ``trajectory_projection_failed`` gap left by a failed collector projection is dropped: this
-    build projects again and records its own outcome.
+    build projects again and records its own outcome. A call that is not an object, or that the
+    contract rejects (a negative latency, a count of the wrong type), is left out with the gap
+    ``model_call_capture_call_invalid`` (detail ``calls.<n>``) and reported through
+    ``report(pointer, message)``; the other calls are used.
     """
     attachment = row.get("ng_model_call_capture")
     if not isinstance(attachment, dict):
         return CaptureState()
     calls = attachment.get("calls")
-    gaps = attachment.get("gaps")
-    return CaptureState(
-        calls=[call for call in calls if isinstance(call, Mapping)] if isinstance(calls, list) else [],
-        gaps=[
-            gap
-            for gap in (gaps if isinstance(gaps, list) else [])
-            if not (isinstance(gap, dict) and gap.get("code") == "trajectory_projection_failed")
-        ],
-    )
+    gaps = [
+        gap
+        for gap in (attachment.get("gaps") if isinstance(attachment.get("gaps"), list) else [])
+        if not (isinstance(gap, dict) and gap.get("code") == "trajectory_projection_failed")
+    ]
+    usable = []
+    for index, call in enumerate(calls if isinstance(calls, list) else []):
+        problem = _call_problem(call)
+        if problem is None:
+            usable.append(call)
+            continue
+        gaps.append({"code": "model_call_capture_call_invalid", "detail": f"calls.{index}"})
+        if report is not None:
+            report(f"ng_model_call_capture.calls.{index}", f"{problem}; the call is left out")
+    return CaptureState(calls=usable, gaps=gaps)
+
+
+def _call_problem(call: Any) -> str | None:
+    """Why a recorded capture call cannot be projected, or ``None``."""
+    if not isinstance(call, Mapping):
+        return f"not an object ({JSON_TYPES.get(type(call), type(call).__name__)})"
+    try:
+        project_call(call)
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        where = ".".join(str(part) for part in error["loc"])
+        return f"{where}: {error['msg']}" if where else error["msg"]
+    return None
 
 
 def has_redaction_gap(row: Mapping[str, Any]) -> bool:

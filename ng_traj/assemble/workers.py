@@ -27,11 +27,13 @@ they leave workers nobody tells to exit, and the interpreter waits for them fore
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import dataclasses
 import gc
 import multiprocessing
 import os
 import signal
+import sys
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -54,8 +56,33 @@ def _start(options: BuildOptions, encode: Encode) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
     _state.update(options=options, encode=encode, parent=os.getppid(), building=False, terminated=False)
+    _die_with_parent()
     gc.freeze()
     gc.set_threshold(*BUILD_GC_THRESHOLD)
+
+
+PR_SET_PDEATHSIG = 1
+"""``prctl`` option (``<linux/prctl.h>``): the signal the kernel sends this process when its parent dies."""
+
+
+def _die_with_parent() -> None:
+    """Have the kernel kill this worker when the parent dies, however it dies (``SIGKILL`` included,
+    which no handler of the parent sees), so that no worker outlives the build.
+
+    Linux only (``prctl(PR_SET_PDEATHSIG, SIGKILL)``); elsewhere an orphaned worker ends at its next
+    SIGTERM or when the pool's pipe closes. A parent that died before the call is caught by comparing
+    the parent's pid with the one the worker was forked from.
+    """
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    parent = multiprocessing.parent_process()
+    if parent is not None and os.getppid() != parent.pid:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _terminated(signum: int, frame: object) -> None:

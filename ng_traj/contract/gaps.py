@@ -139,6 +139,9 @@ DYNAMIC_GAPS: dict[str, str] = {
 in its code, so the list is open upstream; these are the values it is known to write)."""
 
 NG_TRAJ_GAPS: dict[str, str] = {
+    "model_call_capture_call_invalid": (
+        "a call in the row's ng_model_call_capture is not an object or breaks the contract; left out (detail calls.<n>)"
+    ),
     "rollout_identity_unavailable": (
         "the rollout row has no _ng_rollout_id and no task/rollout indices; rollout_id is <file>:<line>"
     ),

@@ -2,7 +2,8 @@
 
 Data is written to a hidden temporary sibling of the target and renamed over it only when the
 writer finished without an exception; a killed or failed run leaves the previous output (or none)
-and at most a stale ``.<name>.tmp-*`` sibling. A full disk met while writing (by whichever writer:
+and at most a stale ``.<name>.tmp-*`` sibling, which the next run writing the same output removes
+(:func:`remove_stale`). A full disk met while writing (by whichever writer:
 JSONL lines, spooled lines, pyarrow) is reported here as one run error naming the output.
 """
 
@@ -10,7 +11,9 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -124,6 +127,50 @@ def _is_special(target: Path) -> bool:
     return target.exists() and not target.is_file() and not target.is_dir()
 
 
+TEMP_RANDOM = r"[a-z0-9_]{8}"
+"""The random part ``tempfile`` gives the names it makes (8 of ``a-z0-9_``)."""
+
+
+def _temp_pattern(target: Path) -> re.Pattern[str]:
+    return re.compile(rf"\.{re.escape(target.name)}\.tmp-{TEMP_RANDOM}")
+
+
+def _hold(descriptor: int) -> None:
+    """Lock an open temporary output for as long as it is open: a running build's temporary is never
+    taken for a stale one (the kernel drops the lock of a killed process)."""
+    fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+
+
+def remove_stale(target: Path, parent: Path) -> None:
+    """Remove the temporary outputs of ``target`` a killed run left in ``parent``.
+
+    Only our own naming (``.<name>.tmp-`` and :data:`TEMP_RANDOM`, exactly) is considered, only
+    files and folders (never a symlink, and ``shutil.rmtree`` follows none inside), and only those
+    no process holds locked: a running build holds its own. Anything else is left alone; an error
+    leaves the temporary where it is.
+    """
+    pattern = _temp_pattern(target)
+    with contextlib.suppress(OSError), os.scandir(parent) as entries:
+        for entry in entries:
+            if pattern.fullmatch(entry.name) and not entry.is_symlink() and _unlocked(entry.path):
+                with contextlib.suppress(OSError):
+                    shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
+
+
+def _unlocked(path: str) -> bool:
+    try:
+        descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+    except OSError:
+        return False
+    try:
+        _hold(descriptor)
+    except OSError:
+        return False
+    finally:
+        os.close(descriptor)
+    return True
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """Open ``path`` for binary writing, atomically; ``-`` is standard output.
@@ -146,11 +193,14 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         with _write_errors(str(target)), contextlib.suppress(AbortWrite), open(target, "wb") as handle:
             yield handle
         return
+    remove_stale(target, parent)
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
     except OSError as exc:
         raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
+    held = os.dup(fd)  # the lock lasts until the rename, after the handle is closed
     try:
+        _hold(fd)
         with _write_errors(str(target)), os.fdopen(fd, "wb") as handle:
             yield handle
             handle.flush()
@@ -165,6 +215,8 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+    finally:
+        os.close(held)
 
 
 @contextlib.contextmanager
@@ -185,11 +237,14 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         check(target)
     if target.exists() and not target.is_dir():
         raise RunError(f"output {target} exists and is not a directory")
+    remove_stale(target, parent)
     try:
         tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+        held = os.open(tmp, os.O_RDONLY)
     except OSError as exc:
         raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
     try:
+        _hold(held)
         with _write_errors(str(target)):
             yield tmp
         check_interrupted()
@@ -206,3 +261,5 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        os.close(held)

@@ -136,7 +136,10 @@ def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tup
     except (ValueError, RecursionError):
         code = "truncated_line" if at_eof else "invalid_json"
         return None, _problem(where, "error", code, _position(reason))
-    fixed, changed = _replace_surrogates(value)
+    try:
+        fixed, changed = _replace_surrogates(value)
+    except RecursionError:  # nested deeper than the repair can walk (Python 3.12+ parse deeper than 3.11)
+        changed = 0
     if not changed:
         return None, _problem(where, "error", "invalid_json", _position(reason))
     return fixed, _problem(

@@ -11,9 +11,10 @@ from __future__ import annotations
 import csv
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
-from ng_traj.io.lines import read_json_objects
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 
 MANIFEST_KINDS = ("rollouts", "capture", "pi", "openclaw", "hermes")
 """Kinds a manifest row may force."""
@@ -58,8 +59,7 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
     entries: list[ManifestEntry] = []
     if path.suffix.lower() == ".csv":
         try:
-            with open(path, newline="", encoding="utf-8-sig") as handle:  # a BOM is what spreadsheets write
-                rows = [(number, row) for number, row in enumerate(csv.DictReader(handle), start=2)]
+            rows = _csv_rows(path)
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise RunError(f"manifest {path} cannot be read: {exc}") from exc
     else:
@@ -72,6 +72,22 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
             continue
         entries.append(replace(entry, where=(str(path), number)))  # type: ignore[arg-type]
     return entries
+
+
+def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
+    """The rows of a CSV manifest, numbered from 2 (after the header); a leading BOM is what
+    spreadsheets write. Fields are allowed as long as a JSONL line (the ``csv`` module's own limit,
+    128 KiB, refused the whole manifest for one long field).
+
+    Raises:
+        OSError, UnicodeDecodeError, csv.Error: The file cannot be read as CSV.
+    """
+    previous = csv.field_size_limit(DEFAULT_MAX_LINE_BYTES)
+    try:
+        with open(path, newline="", encoding="utf-8-sig") as handle:
+            return [(number, row) for number, row in enumerate(csv.DictReader(handle), start=2)]
+    finally:
+        csv.field_size_limit(previous)
 
 
 def _problem(entry: ManifestEntry | None) -> str | None:

@@ -23,7 +23,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ng_traj.contract import AgentObservationBundle, TrajectoryModelCall
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import QUOTE_LIMIT, Diagnostic, DiagnosticSink
+from ng_traj.io.files import resolved
 from ng_traj.sources.sniff import Claim, Sniffed
 
 
@@ -126,14 +127,73 @@ def load_unit(unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations | No
     try:
         return READERS[unit.reader].load(unit, sink)
     except Exception as exc:
-        message = f"session {unit.key} could not be read ({type(exc).__name__}: {exc}); its observations are left out"
+        message = f"session {unit.key} could not be read ({_exception_text(exc)}); its observations are left out"
         sink.add(Diagnostic("error", "native_load_failed", message, path=unit.anchor or unit.paths[0]))
         return None
 
 
+def index_units(name: str, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+    """Group ``files`` into units with reader ``name``; a reader failing on a file costs that file.
+
+    A reader that raises (a shape its code does not expect) is asked again file by file; each file it
+    still fails on is one ``native_load_failed`` error, and the others are grouped together as usual.
+    The diagnostics of an attempt that failed are dropped, so nothing is reported twice.
+    """
+    reader = READERS[name]
+    units = _attempt(reader, files, sink)
+    if units is not None:
+        return units
+    readable = []
+    for path in files:
+        failure = _failure(reader, path)
+        if failure is None:
+            readable.append(path)
+        else:
+            message = f"could not be indexed ({failure}); the sessions it holds are left out"
+            sink.add(Diagnostic("error", "native_load_failed", message, path=str(path)))
+    return _attempt(reader, readable, sink) or []
+
+
+def _attempt(reader: NativeReader, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit] | None:
+    held: list[Diagnostic] = []
+    try:
+        units = reader.index(files, DiagnosticSink(held.append))
+    except Exception:
+        return None
+    for diagnostic in held:
+        sink.add(diagnostic)
+    return units
+
+
+def _failure(reader: NativeReader, path: Path) -> str | None:
+    try:
+        reader.index([path], DiagnosticSink())
+    except Exception as exc:
+        return _exception_text(exc)
+    return None
+
+
+def _exception_text(exc: Exception) -> str:
+    """``Type: message``, the message cut to :data:`QUOTE_LIMIT` characters."""
+    text = str(exc)
+    return f"{type(exc).__name__}: {text if len(text) <= QUOTE_LIMIT else text[:QUOTE_LIMIT] + '…'}"
+
+
+def scalar_text(value: object) -> str:
+    """A record's id, name or tag as text: a string as it is, a number or boolean as its JSON-ish
+    ``str``, anything else (``None``, a list, an object) as ``""``.
+
+    ``str()`` of a list or object is never an id, and it recurses once per level of nesting (a value
+    1,000 levels deep raises ``RecursionError``), so containers are never turned into text.
+    """
+    if isinstance(value, str):
+        return value
+    return str(value) if isinstance(value, int | float) else ""
+
+
 def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:
     """Names of every folder above ``paths`` (for per-rollout folder attribution)."""
-    return frozenset(part for path in paths for part in Path(path).resolve().parent.parts if part != "/")
+    return frozenset(part for path in paths for part in resolved(Path(path)).parent.parts if part != "/")
 
 
 LoadUnit = Callable[[NativeUnit, DiagnosticSink], NativeObservations]

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ng_traj.io.files import open_regular
 from ng_traj.io.lines import BOM, decode_line
 
 SNIFF_LINE_BYTES = 64 << 20
@@ -46,7 +47,7 @@ def first_record(path: Path) -> Any:
     first :data:`SNIFF_LINES` lines of a file otherwise named), or the whole value of a ``.json``
     file; ``None`` when none parses. A UTF-8 byte-order mark at the start is ignored."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             if path.suffix == ".json":
                 data = handle.read(SNIFF_JSON_BYTES + 1).removeprefix(BOM).strip()
                 return _value(data) if len(data) <= SNIFF_JSON_BYTES else None
@@ -85,7 +86,7 @@ def later_records(path: Path) -> Iterator[Any]:
     """The JSON values of the :data:`SNIFF_LINES` lines after the first JSON line of a JSON Lines file
     (a sniffer that cannot tell the first record, a stray fragment say, looks at these)."""
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             values = _line_values(handle, None)
             next(values, None)
             yield from itertools.islice(values, SNIFF_LINES)

@@ -9,6 +9,7 @@ one record per line. The same function serialises a record wherever it is writte
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -119,10 +120,21 @@ def payloads_as_text(record: TrajectoryRecord) -> TrajectoryRecord:
 def row_json(row: dict[str, Any], attachments: dict[str, bytes]) -> bytes:
     """Compact JSON of a rollout row with pre-serialised attachments (``ng_trajectory`` and others) added.
 
-    A row nested too deep for orjson is written with the standard library instead.
+    A row nested too deep for orjson (255 levels) is written with the standard library instead, whose
+    encoder recurses once per level: the interpreter's recursion limit is raised for it by
+    :data:`DEEP_ROWS` levels, as rows are at most 1,024 deep (the line reader's limit).
     """
     try:
         return orjson.dumps({**row, **{key: orjson.Fragment(value) for key, value in attachments.items()}})
     except TypeError:
         full = {**row, **{key: json.loads(value) for key, value in attachments.items()}}
-        return json.dumps(full, ensure_ascii=False, separators=(",", ":")).encode()
+        limit = sys.getrecursionlimit()
+        sys.setrecursionlimit(limit + DEEP_ROWS)
+        try:
+            return json.dumps(full, ensure_ascii=False, separators=(",", ":")).encode()
+        finally:
+            sys.setrecursionlimit(limit)
+
+
+DEEP_ROWS = 2048
+"""Recursion levels added while a deep row is encoded (a row's depth, with room for the encoder's own)."""

@@ -133,6 +133,12 @@ def private_copy(path: Path) -> Path:
     return copy
 
 
+DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+"""What reading a damaged database raises: ``sqlite3`` decodes text (a table or index name in
+``sqlite_master`` included) as UTF-8 and raises ``UnicodeDecodeError``, not an ``sqlite3.Error``, for
+bytes that are not."""
+
+
 def _connect(copy: Path) -> sqlite3.Connection:
     connection = sqlite3.connect(f"{copy.as_uri()}?mode=ro", uri=True)
     connection.row_factory = sqlite3.Row
@@ -203,7 +209,7 @@ def _read_catalogue(copy: Path) -> Catalogue:
             for row in connection.execute(f"SELECT {_select(lineage)} FROM sessions ORDER BY id"):
                 if isinstance(row["id"], str) and row["id"]:
                     catalogue.sessions[row["id"]] = dict(row)
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         raise HermesDbError(f"{type(exc).__name__}: {exc}") from exc
     return catalogue
 
@@ -212,7 +218,7 @@ def _query(path: Path, query: str, ids: list[str]) -> list[dict[str, Any]]:
     try:
         with closing(_connect(private_copy(path))) as connection:
             return [dict(row) for row in connection.execute(query, ids)]
-    except sqlite3.Error as exc:
+    except DB_ERRORS as exc:
         raise HermesDbError(f"{type(exc).__name__}: {exc}") from exc
 
 

@@ -26,9 +26,12 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import orjson
+
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.lines import BOM, decode_line, iter_json_lines, not_an_object
+from ng_traj.io.files import read_regular
+from ng_traj.io.lines import BOM, JsonLine, decode_line, iter_json_lines, not_an_object
 
 MESSAGE_KEYS = frozenset(
     {
@@ -98,7 +101,7 @@ def read_json_file(path: Path, sink: DiagnosticSink) -> Any:
     """The JSON value of a whole ``.json`` file (a lone surrogate repaired, with a warning, as for a
     line), or ``None`` with an ``unreadable_file`` or ``invalid_json`` error."""
     try:
-        data = path.read_bytes()
+        data = read_regular(path)
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         return None
@@ -156,6 +159,7 @@ def read_gateway(path: Path, sink: DiagnosticSink) -> SessionForm:
     session = path.name.split(".jsonl", 1)[0]
     form = SessionForm(session, "gateway", str(path))
     naive = False
+    seen: dict[bytes, int] = {}
     try:
         for line in iter_json_lines(path):
             if line.problem is not None:
@@ -169,13 +173,29 @@ def read_gateway(path: Path, sink: DiagnosticSink) -> SessionForm:
                 )
                 continue
             naive = naive or utc_seconds(line.value.get("timestamp"))[1]
-            if line.value.get("role") != "session_meta":
+            if line.value.get("role") != "session_meta" and not _repeated(line, seen, sink):
                 form.messages.append(line.value)
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         form.gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=session, detail=path.name))
     form.local_times = ("timestamp",) if naive else ()
     return form
+
+
+def _repeated(line: JsonLine, seen: dict[bytes, int], sink: DiagnosticSink) -> bool:
+    """Whether a gateway line repeats an earlier message as a whole (its ``timestamp`` included): a
+    copy, read once (``hermes_message_repeated``), so that a message written twice is neither two
+    messages nor two tool calls with one id. ``seen`` maps a message's canonical JSON to its line."""
+    try:
+        key = orjson.dumps(line.value, option=orjson.OPT_SORT_KEYS)
+    except TypeError:  # too deep to serialise: never de-duplicated
+        return False
+    if key not in seen:
+        seen[key] = line.line
+        return False
+    message = f"a copy of the message on line {seen[key]}; read once"
+    sink.add(Diagnostic("warning", "hermes_message_repeated", message, path=line.path, line=line.line))
+    return True
 
 
 TOTAL_KEYS = ("input_tokens", "output_tokens", "cache_read_tokens", "cache_write_tokens", "reasoning_tokens")

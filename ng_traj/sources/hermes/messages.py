@@ -43,7 +43,7 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import ObservationGap, ToolCallObservation
-from ng_traj.sources.native import NativeCall
+from ng_traj.sources.native import NativeCall, scalar_text
 
 PRUNED_OUTPUT = "[Old tool output cleared to save context space]"
 """The literal Hermes writes over a tool result it pruned to save context."""
@@ -124,8 +124,7 @@ def tool_calls_of(message: dict[str, Any]) -> list[dict[str, Any]]:
 
 def call_id_of(call: dict[str, Any]) -> str:
     """The provider tool-call id (``id``, else the Responses ``call_id``), or ``""``."""
-    value = call.get("id") or call.get("call_id")
-    return str(value) if value else ""
+    return scalar_text(call.get("id") or call.get("call_id"))
 
 
 def _arguments(function: dict[str, Any]) -> str:
@@ -210,7 +209,7 @@ def _assistant_items(message: dict[str, Any], invocation: str, index: int) -> li
                 "type": "function_call",
                 "call_id": call_id,
                 "id": call_id or None,
-                "name": str(function.get("name") or ""),
+                "name": scalar_text(function.get("name")),
                 "arguments": _arguments(function),
                 "status": "completed",
             }
@@ -219,7 +218,7 @@ def _assistant_items(message: dict[str, Any], invocation: str, index: int) -> li
 
 
 def _tool_output(message: dict[str, Any]) -> dict[str, Any]:
-    call_id = str(message.get("tool_call_id") or "")
+    call_id = scalar_text(message.get("tool_call_id"))
     return {
         "type": "function_call_output",
         "call_id": call_id,
@@ -276,9 +275,9 @@ def _collect_tool_calls(messages: Sequence[dict[str, Any]], invocation: str, out
                 elif call_id in calls:
                     duplicates.add(call_id)
                 else:
-                    calls[call_id] = _Call(invocation, call_id, str(call["function"].get("name") or "") or None)
+                    calls[call_id] = _Call(invocation, call_id, scalar_text(call["function"].get("name")) or None)
         elif message.get("role") == "tool":
-            result_id = str(message.get("tool_call_id") or "")
+            result_id = scalar_text(message.get("tool_call_id"))
             if result_id in calls:
                 calls[result_id].results.append(message.get("content"))
             else:

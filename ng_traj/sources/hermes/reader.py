@@ -26,7 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.contract import ObservationGap
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
+from ng_traj.io.files import open_regular, read_line_at
 from ng_traj.io.lines import decode_line, iter_json_lines
 from ng_traj.sources.hermes import db
 from ng_traj.sources.hermes.files import (
@@ -46,7 +47,7 @@ from ng_traj.sources.hermes.sessions import SOURCE, Tree, build_tree
 from ng_traj.sources.hermes.sharegpt import is_sharegpt, sharegpt_messages
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
-from ng_traj.sources.sniff import Claim, Sniffed
+from ng_traj.sources.sniff import Claim, Sniffed, first_record, later_records
 
 NAME = "hermes"
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -60,7 +61,7 @@ def _sqlite_kind(path: Path) -> str | None:
     if path.name != "state.db" and not path.name.endswith(_DB_SUFFIXES):
         return None
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             head = handle.read(_HEAD_BYTES)
     except OSError:
         return None
@@ -137,7 +138,7 @@ def _index_db(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
         sink.add(Diagnostic("error", "hermes_db_unreadable", f"{exc}; its sessions are not built", path=str(path)))
         return
     if not found.version_known:
-        version = "none recorded" if found.recorded is None else repr(found.recorded)
+        version = "none recorded" if found.recorded is None else quoted(found.recorded)
         message = f"schema_version {version} is not one of 1-{db.KNOWN_SCHEMA_VERSION}; known columns read"
         sink.add(Diagnostic("warning", "hermes_schema_version_unknown", message, path=str(path)))
     for session, row in found.sessions.items():
@@ -187,10 +188,11 @@ def _index_sharegpt(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> 
         catalogue.units.append(NativeUnit(NAME, key, (str(path),), folders=folders_of([path]), hints=hints))
 
 
-def _first_line(path: Path) -> Any:
-    for line in iter_json_lines(path):
-        return line.value if line.ok else None
-    return None
+def _holds_sharegpt(path: Path) -> bool:
+    """Whether a JSON Lines file holds ShareGPT trajectories, judged as detection judges a file: by its
+    first JSON value, else by the lines after it, so that a damaged first line (a turn without
+    ``from``, a value that is not an object) costs that line, not the file's other trajectories."""
+    return is_sharegpt(first_record(path)) or any(is_sharegpt(value) for value in later_records(path))
 
 
 def _break_cycles(catalogue: _Catalogue, sink: DiagnosticSink) -> None:
@@ -222,11 +224,7 @@ def index(files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
     for path in groups["json"]:
         _index_json(path, catalogue, stores, sink)
     for path in groups["jsonl"]:
-        try:
-            sharegpt = is_sharegpt(_first_line(path))
-        except OSError:
-            sharegpt = False
-        if sharegpt:
+        if _holds_sharegpt(path):
             _index_sharegpt(path, catalogue, sink)
         else:
             catalogue.add(path.name.split(".jsonl", 1)[0], str(path))
@@ -324,9 +322,7 @@ def _sharegpt_unit(unit: NativeUnit, sink: DiagnosticSink) -> Tree:
     hints = dict(unit.hints)
     path, line = Path(unit.paths[0]), int(hints["line"])
     try:
-        with open(path, "rb") as handle:
-            handle.seek(int(hints["offset"]))
-            raw = handle.read(int(hints["size"]))
+        raw = read_line_at(path, int(hints["offset"]), int(hints["size"]))
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         raw = b"{}"

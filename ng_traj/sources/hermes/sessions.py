@@ -36,10 +36,10 @@ from typing import Any
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ContextCompactionObservation, ObservationGap
 from ng_traj.contract.observations import dedupe_gaps
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.sources.hermes.files import SessionForm, utc_seconds
 from ng_traj.sources.hermes.messages import call_id_of, is_compaction_summary, normalise, text_of, tool_calls_of
-from ng_traj.sources.native import NativeObservations
+from ng_traj.sources.native import NativeObservations, scalar_text
 
 SOURCE = "hermes"
 _FORM_RANK = {"state.db": 0, "snapshot": 1, "gateway": 2, "sharegpt": 3}
@@ -73,7 +73,7 @@ def _signature(messages: Sequence[dict[str, Any]]) -> list[tuple[Any, ...]]:
             m.get("role"),
             text_of(m.get("content")),
             tuple(call_id_of(c) for c in tool_calls_of(m)),
-            str(m.get("tool_call_id") or ""),
+            scalar_text(m.get("tool_call_id")),
         )
         for m in messages
     ]
@@ -248,7 +248,7 @@ def _report_times(tree: Tree, sink: DiagnosticSink) -> None:
     """Warn of ``sessions`` times that are not times (their invocation gets no duration)."""
     for session, row in sorted(tree.rows.items()):
         bad = [
-            f"{key} {row[key]!r}"
+            f"{key} {quoted(row[key])}"
             for key in ("started_at", "ended_at")
             if row.get(key) is not None and _time(row[key]) is None
         ]

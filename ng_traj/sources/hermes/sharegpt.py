@@ -26,6 +26,7 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import ObservationGap
+from ng_traj.sources.native import scalar_text
 
 ROLES = {"system": "system", "human": "user", "gpt": "assistant"}
 _THINK = re.compile(r"\A<think>\n?(.*?)\n?</think>\n?", re.DOTALL)
@@ -101,7 +102,7 @@ def _attach_calls(
     if tool_calls:
         message["tool_calls"] = tool_calls
     results = [
-        {"role": "tool", "tool_call_id": str(block.get("tool_call_id") or ""), "content": _output(block)}
+        {"role": "tool", "tool_call_id": scalar_text(block.get("tool_call_id")), "content": _output(block)}
         for block in responses
     ]
     return results, gaps
@@ -117,7 +118,9 @@ def sharegpt_messages(turns: list[Any], invocation: str) -> tuple[list[dict[str,
     messages: list[dict[str, Any]] = []
     gaps: list[ObservationGap] = []
     kinds = [
-        entry.get("from") if isinstance(entry, dict) and isinstance(entry.get("value"), str) else None
+        entry.get("from")
+        if isinstance(entry, dict) and isinstance(entry.get("from"), str) and isinstance(entry.get("value"), str)
+        else None
         for entry in turns
     ]
     for turn, kind in enumerate(kinds):

@@ -25,6 +25,7 @@ import orjson
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.files import open_regular
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
@@ -59,15 +60,26 @@ PI_ENTRY_TYPES = frozenset(
 """Entry types of pi-family session files (producer-formats.md §2)."""
 
 
+MESSAGE_RECORDS = frozenset({"message", "message_start", "message_end"})
+"""Record types that carry a ``message`` object: a v1 entry, or a ``pi --mode json`` event."""
+
+
 def is_pi_family(first: Any) -> bool:
-    """True for a pi-family first record: a ``session`` header (or the unsupported ``kind: header``),
-    or, when the header line is unreadable, a tree entry (a known ``type`` with ``id`` and ``parentId``)."""
+    """True for a pi-family record: a ``session`` header (or the unsupported ``kind: header``), or,
+    when the header line is damaged or absent, a tree entry (a known ``type`` with ``id`` and
+    ``parentId``) or a message record (``type`` ``message``, ``message_start`` or ``message_end`` with
+    a ``message`` object whose ``role`` is text): a v1 entry, or an event of a ``pi --mode json`` log,
+    which has a header line only since pi v0.45."""
     if not isinstance(first, dict):
         return False
     if first.get("type") == "session" or first.get("kind") == "header":
         return True
     kind = first.get("type")
-    return isinstance(kind, str) and kind in PI_ENTRY_TYPES and "id" in first and "parentId" in first
+    if not isinstance(kind, str):
+        return False
+    if kind in MESSAGE_RECORDS and isinstance(first.get("message"), dict):
+        return isinstance(first["message"].get("role"), str)
+    return kind in PI_ENTRY_TYPES and "id" in first and "parentId" in first
 
 
 def pinchbench_run(path: Path) -> str | None:
@@ -80,7 +92,7 @@ def pinchbench_run(path: Path) -> str | None:
 
 def _has_openclaw_entries(path: Path) -> bool:
     try:
-        with open(path, "rb") as handle:
+        with open_regular(path) as handle:
             for raw in itertools.islice(handle, PEEK_LINES):
                 try:
                     value = orjson.loads(raw)

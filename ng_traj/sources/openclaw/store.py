@@ -28,6 +28,7 @@ import orjson
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.files import read_regular
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 
 ARCHIVE_MARKERS = (".jsonl.reset.", ".jsonl.deleted.")
@@ -102,7 +103,7 @@ def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
     dropped: set[str] = set()
     for path in sorted(paths):
         try:
-            data = orjson.loads(path.read_bytes())
+            data = orjson.loads(read_regular(path))
         except (OSError, orjson.JSONDecodeError) as exc:
             data = None
             sink.add(Diagnostic("error", "invalid_json", f"session store unreadable: {exc}", path=str(path)))

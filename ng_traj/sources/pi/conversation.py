@@ -26,6 +26,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ng_traj.contract import ObservationGap
+from ng_traj.sources.native import scalar_text
 from ng_traj.sources.pi.session import Entry
 
 COMPACTION_PREFIX = (
@@ -157,7 +158,7 @@ def _tool_result_item(message: dict[str, Any]) -> dict[str, Any]:
     output = _text_blocks(message.get("content"), joiner="")
     if not output and message.get("details") is not None:
         output = json.dumps(message["details"], ensure_ascii=False)
-    return {"type": "function_call_output", "call_id": str(call_id), "output": output, "status": "completed"}
+    return {"type": "function_call_output", "call_id": scalar_text(call_id), "output": output, "status": "completed"}
 
 
 def bash_execution_text(message: dict[str, Any]) -> str:

@@ -33,7 +33,7 @@ from ng_traj.contract import (
     TrajectoryModelCall,
 )
 from ng_traj.contract.conversation import validate_items
-from ng_traj.sources.native import NativeCall
+from ng_traj.sources.native import NativeCall, scalar_text
 from ng_traj.sources.pi.conversation import conversation, tool_call_id
 from ng_traj.sources.pi.session import Entry, Session, timestamp_seconds
 
@@ -66,7 +66,7 @@ def _count(value: Any) -> int | None:
 
 
 def _input_is_inclusive(message: dict[str, Any]) -> bool:
-    api, provider = str(message.get("api") or ""), str(message.get("provider") or "")
+    api, provider = scalar_text(message.get("api")), scalar_text(message.get("provider"))
     if api.startswith("google") or provider.startswith("google"):
         return True
     when = timestamp_seconds(message.get("timestamp"))
@@ -121,7 +121,7 @@ def native_call(entry: Entry, invocation_id: str) -> NativeCall:
     metadata = {
         "response_id": response_id,
         "model": message.get("model") if isinstance(message.get("model"), str) else None,
-        "dialect": DIALECTS.get(str(message.get("api"))),
+        "dialect": DIALECTS.get(scalar_text(message.get("api"))),
     }
     call = TrajectoryModelCall(
         started_at=timestamp_seconds(message.get("timestamp")),
@@ -246,7 +246,7 @@ def _branch_gaps(session: Session, path: list[Entry], missing: list[str], invoca
 
 def _status(path: list[Entry], invocation_id: str, gaps: list[ObservationGap]) -> str:
     last = next((e for e in reversed(path) if e.type == "message" and e.message.get("role") == "assistant"), None)
-    status = STOP_STATUS.get(str(last.message.get("stopReason"))) if last is not None else None
+    status = STOP_STATUS.get(scalar_text(last.message.get("stopReason"))) if last is not None else None
     if status is None:
         gaps.append(ObservationGap(code="invocation_outcome_unavailable", invocation_id=invocation_id))
     return status or "unknown"

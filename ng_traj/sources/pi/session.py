@@ -31,7 +31,9 @@ from math import isfinite
 from pathlib import Path
 from typing import Any
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+import orjson
+
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 
@@ -152,7 +154,7 @@ def _header_version(header: dict[str, Any], path: str, line: int, sink: Diagnost
         return version or 1
     newer = type(version) in (int, float) and version > 3  # a huge integer parses as a float
     read_as = 3 if newer else 1
-    message = f"session format version {version!r} is not one ng-traj knows (1, 2, 3); read as v{read_as}"
+    message = f"session format version {quoted(version)} is not one ng-traj knows (1, 2, 3); read as v{read_as}"
     sink.add(Diagnostic("warning", "pi_session_version_unknown", message, path=path, line=line))
     return read_as
 
@@ -184,16 +186,16 @@ def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
     effects = {"id": "the entry is named after its line", "parentId": "the entry has no parent"}
     for key, effect in effects.items():
         if version > 1 and raw.get(key) is not None and not isinstance(raw[key], str):
-            return f"{key} is not text ({raw[key]!r}); {effect}"
+            return f"{key} is not text ({quoted(raw[key])}); {effect}"
     if not isinstance(raw.get("type"), str):
-        return f"type is not text ({raw.get('type')!r}); passed over"
+        return f"type is not text ({quoted(raw.get('type'))}); passed over"
     message = raw.get("message")
     if raw["type"] != "message":
         return None
     if not isinstance(message, dict):
         return "a message entry without a message object; passed over"
     if not isinstance(message.get("role"), str):
-        return f"message role is not text ({message.get('role')!r}); passed over"
+        return f"message role is not text ({quoted(message.get('role'))}); passed over"
     if message.get("content") is not None and not isinstance(message["content"], str | list):
         return f"message content is neither text nor a list of blocks ({type(message['content']).__name__}); not read"
     return None
@@ -203,6 +205,7 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     """Parse one pi-family session file; unreadable lines are reported to ``sink`` and counted."""
     session = Session(str(path), Path(path).name.split(".jsonl")[0])
     previous: str | None = None
+    copies: dict[object, int] = {}
     for line, value in _objects(path, session, sink):
         if session.header is None and not session.entries:
             if value.get("kind") == "header":
@@ -223,9 +226,12 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
         problem = _entry_problem(value, session.version)
         if problem is not None:
             sink.add(Diagnostic("warning", "pi_entry_invalid", problem, path=session.path, line=line))
+        if not isinstance(value.get("type"), str):
+            continue  # passed over: an object that is not an entry never becomes the leaf
         entry = _entry(value, line, session.version, previous)
-        session.entries.append(entry)
-        previous = entry.id
+        if not _repeated(session, entry, copies, sink):
+            session.entries.append(entry)
+            previous = entry.id
     if session.version == 1:
         _migrate_v1_compactions(session.entries)
     if any(entry.type in EVENT_TYPES for entry in session.entries):
@@ -233,6 +239,41 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
         session.event_log = True
     _report_cycles(session, sink)
     return session
+
+
+def _repeated(session: Session, entry: Entry, seen: dict[object, int], sink: DiagnosticSink) -> bool:
+    """Whether ``entry`` repeats an earlier one, and so is not a new entry (reported ``pi_entry_repeated``).
+
+    With ids (v2+), an id already read: the later content replaces the earlier entry where it stands,
+    as pi's last write wins, but it never moves the leaf (a line copied to the end of the file would
+    otherwise make everything after the original abandoned). Without ids (v1), an entry equal to an
+    earlier one as a whole (its time included) is a copy and is read once, so a repeated assistant
+    line is not a second model call.
+
+    ``seen`` maps an id (v2+) or the entry's canonical JSON (v1) to its index in ``session.entries``.
+    """
+    key: object = entry.id if session.version > 1 else _content_key(entry.raw)
+    if key is None or key not in seen:
+        if key is not None:
+            seen[key] = len(session.entries)
+        return False
+    earlier = session.entries[seen[key]]
+    if session.version > 1:
+        session.entries[seen[key]] = Entry(entry.type, earlier.id, entry.parent_id, entry.raw, entry.line)
+        same = "a copy of" if entry.raw == earlier.raw else "other content for"
+        message = f"{same} entry {entry.id} (line {earlier.line}); read as one entry, where it first stood"
+    else:
+        message = f"a copy of line {earlier.line}; read once"
+    sink.add(Diagnostic("warning", "pi_entry_repeated", message, path=session.path, line=entry.line))
+    return True
+
+
+def _content_key(raw: dict[str, Any]) -> bytes | None:
+    """The entry's JSON with sorted keys; ``None`` for one too deep to serialise (never de-duplicated)."""
+    try:
+        return orjson.dumps(raw, option=orjson.OPT_SORT_KEYS)
+    except TypeError:
+        return None
 
 
 def _report_cycles(session: Session, sink: DiagnosticSink) -> None:

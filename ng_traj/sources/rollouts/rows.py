@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.diagnostics import safe_text
+from ng_traj.io.files import read_line_at
 from ng_traj.io.lines import decode_line
 
 EXPLICIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -142,10 +143,9 @@ def run_name(path: Path) -> str:
 def load_row(path: str, line: int, offset: int, size: int) -> Any:
     """Read and decode again the row first read at ``line`` (``offset``, ``size`` bytes) of ``path``.
 
-    Repairs (lone surrogates) were reported on the first read and are applied silently here.
+    Repairs (lone surrogates) were reported on the first read and are applied silently here. A UTF-8
+    byte-order mark opening the file is not part of the first row, as on the first read.
     """
-    with open(path, "rb") as handle:
-        handle.seek(offset)
-        raw = handle.read(size)
+    raw = read_line_at(path, offset, size)
     value, _ = decode_line(raw.strip(), (path, line, offset), at_eof=False)
     return value

@@ -1,0 +1,395 @@
+"""Damaged inputs found by mutating fixtures and samples: each costs the damaged part, never the build.
+
+One test per failure shape, each on a small input made here from the project's fixtures.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import FIXTURES, run_cli
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.lines import BOM
+from ng_traj.sources.native import READERS, NativeUnit, index_units
+
+LEGACY_ROWS = FIXTURES / "build" / "legacy_attachments" / "input" / "rollouts.jsonl"
+
+
+def _records(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _calls(path: Path) -> dict[str, tuple[int, int]]:
+    return {r["rollout_id"]: (len(r["model_calls"]), len(r["tool_calls"])) for r in _records(path)}
+
+
+def test_bom_before_the_first_row_keeps_its_attachments(tmp_path):
+    plain, marked = tmp_path / "plain.jsonl", tmp_path / "bom" / "rollouts.jsonl"
+    marked.parent.mkdir()
+    marked.write_bytes(BOM + LEGACY_ROWS.read_bytes())
+    assert run_cli("build", LEGACY_ROWS, "-o", plain).exit_code == 0
+    result = run_cli("build", marked, "-o", tmp_path / "marked.jsonl")
+    assert result.exit_code == 0, result.stderr
+    expected = _calls(plain)
+    assert expected["0-0"][0] > 0
+    assert _calls(tmp_path / "marked.jsonl") == expected
+
+
+PI_V1 = FIXTURES / "pi" / "same_v1.jsonl"
+DEPTH = 1000
+"""Nesting the line reader accepts (orjson: 1,024 levels) but ``repr``, ``str`` and recursive walks do not."""
+
+
+DEEP = "[" * DEPTH + "]" * DEPTH
+"""JSON text of an array nested :data:`DEPTH` levels (too deep for the standard library to write)."""
+
+
+def _write(path: Path, records: list) -> Path:
+    """JSONL of ``records``, each ``"DEEP"`` string written as :data:`DEEP`."""
+    path.write_bytes(b"".join(orjson.dumps(record).replace(b'"DEEP"', DEEP.encode()) + b"\n" for record in records))
+    return path
+
+
+def _pi_v1_with(tmp_path: Path, line: int, update) -> Path:
+    """``same_v1.jsonl`` with ``update`` applied to the entry of ``line`` (1-based)."""
+    entries = [orjson.loads(raw) for raw in PI_V1.read_bytes().splitlines()]
+    update(entries[line - 1])
+    return _write(tmp_path / "session.jsonl", entries)
+
+
+def test_a_deep_entry_type_is_one_warning_not_an_internal_error(tmp_path):
+    path = _pi_v1_with(tmp_path, 3, lambda entry: entry.update(type="DEEP"))
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    [line] = [text for text in result.stderr.splitlines() if "pi_entry_invalid" in text]
+    assert line.startswith(f"{path}:3: warning[pi_entry_invalid]: type is not text ([[[[[")
+    assert len(line) < len(str(path)) + 300  # Python 3.11 cannot repr it at all, 3.12 shows a prefix
+
+
+def test_a_deep_message_api_costs_the_dialect_not_the_session(tmp_path):
+    path = _pi_v1_with(tmp_path, 3, lambda entry: entry["message"].update(api="DEEP"))
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in result.stderr
+    [record] = _records(tmp_path / "out.jsonl")
+    assert (len(record["model_calls"]), len(record["tool_calls"])) == (2, 1)
+
+
+def test_a_diagnostic_quotes_a_bounded_prefix_of_a_huge_value(tmp_path):
+    huge = list(range(300_000))
+    path = _pi_v1_with(tmp_path, 3, lambda entry: entry.update(type=huge))
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    [line] = [text for text in result.stderr.splitlines() if "pi_entry_invalid" in text]
+    shown = repr(huge)
+    assert f"({shown[:200]}… ({len(shown)} bytes)); passed over" in line
+    assert len(line) < 400
+
+
+def _deep_row(tmp_path: Path) -> Path:
+    rows = [orjson.loads(raw) for raw in LEGACY_ROWS.read_bytes().splitlines()]
+    rows[0]["metadata"] = {"api_key": "sk-live-0123456789abcdefghij", "deep": "DEEP"}
+    (tmp_path / "rows").mkdir()
+    return _write(tmp_path / "rows" / "rollouts.jsonl", rows)
+
+
+def _depth(value) -> int:
+    depth = 0
+    while isinstance(value, list):
+        value, depth = (value[0] if value else None), depth + 1
+    return depth
+
+
+def test_attach_writes_a_row_holding_a_deep_value(tmp_path):
+    path = _deep_row(tmp_path)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", path, "-o", out, "--attach")
+    assert result.exit_code == 0, result.stderr
+    first = orjson.loads(out.read_bytes().splitlines()[0])
+    assert _depth(first["metadata"]["deep"]) == DEPTH
+    assert first["metadata"]["api_key"] == "sk-live-0123456789abcdefghij"
+    assert first["ng_trajectory"]["rollout_id"] == "0-0"
+
+
+def test_redacted_attach_writes_a_row_holding_a_deep_value(tmp_path):
+    path = _deep_row(tmp_path)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", path, "-o", out, "--attach", "--redact")
+    assert result.exit_code == 0, result.stderr
+    first = orjson.loads(out.read_bytes().splitlines()[0])
+    assert _depth(first["metadata"]["deep"]) == DEPTH
+    assert first["metadata"]["api_key"] == "[REDACTED]"
+
+
+SHAREGPT = FIXTURES / "hermes" / "sharegpt" / "input" / "trajectory_samples.jsonl"
+
+
+def test_a_sharegpt_turn_whose_from_is_not_text_costs_that_turn(tmp_path):
+    lines = SHAREGPT.read_bytes().splitlines()
+    damaged = orjson.loads(lines[-1])
+    damaged["conversations"][1]["from"] = ["human"]
+    path = tmp_path / "trajectory_samples.jsonl"
+    path.write_bytes(b"\n".join([*lines[:-1], orjson.dumps(damaged)]) + b"\n")
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in result.stderr
+    last = _records(tmp_path / "out.jsonl")[-1]
+    assert last["invocations"][0]["conversation"]
+
+
+def test_a_line_deeper_than_the_reader_allows_is_skipped_on_every_python(tmp_path):
+    """Python 3.12+ parse such a line (3.11 does not); the surrogate repair must not recurse through it."""
+    deep = "[" * 1100 + "]" * 1100
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text(f'{{"note": "\\ud800", "deep": {deep}}}\n' + LEGACY_ROWS.read_text())
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{path}:1: error[invalid_json]" in result.stderr
+    assert "internal error" not in result.stderr
+    assert len(_records(tmp_path / "out.jsonl")) == len(LEGACY_ROWS.read_bytes().splitlines())
+
+
+class _FragileReader:
+    """A reader whose own code raises on one file (``bad.jsonl``), as a reader meeting a shape it does
+    not expect does; every other file is one unit."""
+
+    name = "fragile"
+    source = "fragile"
+
+    def sniff(self, sniffed):
+        return None
+
+    def index(self, files, sink):
+        sink.add(Diagnostic("info", "session_unattributed", "indexed", path=str(files[0])))
+        if any(path.name == "bad.jsonl" for path in files):
+            raise KeyError("kind")
+        return [NativeUnit(self.name, path.stem, (str(path),)) for path in files]
+
+    def load(self, unit, sink):
+        raise AssertionError("not loaded here")
+
+
+def test_a_reader_failing_on_one_file_while_indexing_costs_that_file(tmp_path):
+    READERS["fragile"] = _FragileReader()
+    try:
+        files = [tmp_path / name for name in ("a.jsonl", "bad.jsonl", "c.jsonl")]
+        seen: list[Diagnostic] = []
+        units = index_units("fragile", files, DiagnosticSink(seen.append))
+    finally:
+        del READERS["fragile"]
+    assert [unit.key for unit in units] == ["a", "c"]
+    assert [(d.code, d.path, d.message) for d in seen] == [
+        (
+            "native_load_failed",
+            str(files[1]),
+            "could not be indexed (KeyError: 'kind'); the sessions it holds are left out",
+        ),
+        ("session_unattributed", str(files[0]), "indexed"),
+    ]
+
+
+def test_a_symlink_loop_under_a_manifest_path_is_one_unreadable_file(tmp_path):
+    folder = tmp_path / "sessions" / "0-0"
+    folder.mkdir(parents=True)
+    (folder / "a.jsonl").symlink_to(folder / "b.jsonl")
+    (folder / "b.jsonl").symlink_to(folder / "a.jsonl")
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_text('{"rollout_id": "0-0", "path": "sessions/0-0"}\n')
+    result = run_cli("build", LEGACY_ROWS, tmp_path / "sessions", "--manifest", manifest, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 1, result.stderr  # the sessions folder gave nothing; the rows were built
+    assert f"{folder / 'a.jsonl'}: error[unreadable_file]: Too many levels of symbolic links" in result.stderr
+    assert len(_records(tmp_path / "out.jsonl")) == len(LEGACY_ROWS.read_bytes().splitlines())
+
+
+PINCHBENCH = FIXTURES / "openclaw" / "pinchbench"
+PINCH_STORE = "task_sanity_run-7/openclaw_sessions/agents/main/sessions/sessions.json"
+
+
+def _build_bounded(folder: Path) -> subprocess.CompletedProcess:
+    """``ng-traj build`` of a PinchBench layout in a child limited to 60 s and 2 GiB of memory."""
+    limit = 2 << 30
+
+    def bounded() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+    command = [sys.executable, "-m", "ng_traj", "build", "rollouts.jsonl", "task_sanity_run-7", "-o", "out.jsonl"]
+    return subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=60, preexec_fn=bounded)
+
+
+@pytest.mark.parametrize("kind", ["fifo", "dev_zero"])
+def test_a_pinchbench_store_that_is_not_a_regular_file_is_never_opened(tmp_path, kind):
+    folder = tmp_path / "run"
+    shutil.copytree(PINCHBENCH, folder)
+    store = folder / PINCH_STORE
+    store.unlink()
+    if kind == "fifo":
+        os.mkfifo(store)
+    else:
+        store.symlink_to("/dev/zero")
+    result = _build_bounded(folder)
+    assert result.returncode == 0, result.stderr
+    assert f"{PINCH_STORE}: warning[input_unclaimed]: not a regular file" in result.stderr
+    [record] = _records(folder / "out.jsonl")
+    assert record["invocations"]
+
+
+PI_V3 = FIXTURES / "pi" / "same_v3.jsonl"
+
+
+def _observed(path: Path, out: Path) -> tuple:
+    """What a build reads from one session: conversation items, model-call count, tool calls; and stderr."""
+    result = run_cli("build", path, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    [record] = _records(out)
+    conversation = record["invocations"][0]["conversation"]
+    return (conversation, len(record["model_calls"]), record["tool_calls"]), result.stderr
+
+
+def _with_lines(tmp_path: Path, source: Path, edit) -> Path:
+    lines = source.read_bytes().splitlines()
+    path = tmp_path / "damaged" / source.name
+    path.parent.mkdir()
+    path.write_bytes(b"\n".join(edit(lines)) + b"\n")
+    return path
+
+
+def test_a_copy_of_an_earlier_entry_as_the_last_line_does_not_take_over_the_path(tmp_path):
+    expected, _ = _observed(PI_V3, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, PI_V3, lambda lines: [*lines, lines[2]])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert observed == expected
+    assert expected[2] and len(expected[0]) > 2
+    assert f"{path}:7: warning[pi_entry_repeated]: a copy of entry a2 (line 3); read as one entry" in stderr
+
+
+def test_a_stray_object_as_the_last_line_does_not_wipe_the_conversation(tmp_path):
+    expected, _ = _observed(PI_V3, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, PI_V3, lambda lines: [*lines, b'{"foo": 1}'])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert observed == expected
+    assert f"{path}:7: warning[pi_entry_invalid]: type is not text (None); passed over" in stderr
+
+
+def _without_line_ids(observed: tuple) -> tuple:
+    conversation, calls, tools = observed
+    return [{k: v for k, v in item.items() if k != "id"} for item in conversation], calls, tools
+
+
+def test_a_repeated_assistant_line_without_ids_is_one_model_call(tmp_path):
+    expected, _ = _observed(PI_V1, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, PI_V1, lambda lines: [*lines[:3], lines[2], *lines[3:]])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert _without_line_ids(observed) == _without_line_ids(expected)  # v1 ids name lines, which moved
+    assert expected[1] == 2 and len(expected[2]) == 1
+    assert f"{path}:4: warning[pi_entry_repeated]: a copy of line 3; read once" in stderr
+
+
+GATEWAY = FIXTURES / "hermes" / "forms" / "input" / "sessions" / "20260402_090000_gate01.jsonl"
+
+
+def _gateway(tmp_path: Path, name: str, edit) -> Path:
+    """The fixture's first four lines (meta, user, assistant with a tool call, tool), edited."""
+    path = tmp_path / name / "sessions" / GATEWAY.name
+    path.parent.mkdir(parents=True)
+    path.write_bytes(b"\n".join(edit(GATEWAY.read_bytes().splitlines()[:4])) + b"\n")
+    return path
+
+
+def test_an_assistant_message_written_twice_is_one_message_and_keeps_its_tool_call(tmp_path):
+    plain = _gateway(tmp_path, "plain", lambda lines: lines)
+    expected, _ = _observed(plain, tmp_path / "plain.jsonl")
+    path = _gateway(tmp_path, "twice", lambda lines: [*lines[:3], lines[2], lines[3]])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert observed == expected
+    assert [tool["tool_call_id"] for tool in expected[2]] == ["call_g1"]
+    assert f"{path}:4: warning[hermes_message_repeated]: a copy of the message on line 3; read once" in stderr
+
+
+JSON_MODE = FIXTURES / "pi" / "json_mode_events.jsonl"
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [b'{"type":"session","id":"pi-same","timestamp', b'{"type":"session",\x00"id":"pi-same"}', b'{"type":"\xff"}'],
+    ids=["torn", "nul_byte", "invalid_utf8"],
+)
+def test_a_damaged_pi_v1_header_costs_that_line(tmp_path, damage):
+    expected, _ = _observed(PI_V1, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, PI_V1, lambda lines: [damage, *lines[1:]])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{path}:1: error[" in result.stderr
+    [record] = _records(tmp_path / "out.jsonl")
+    assert (len(record["model_calls"]), len(record["tool_calls"])) == (expected[1], len(expected[2])) == (2, 1)
+
+
+def test_a_pi_json_mode_log_without_its_header_is_read(tmp_path):
+    expected, _ = _observed(JSON_MODE, tmp_path / "plain.jsonl")
+    path = _with_lines(tmp_path, JSON_MODE, lambda lines: lines[1:])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    [record] = _records(tmp_path / "out.jsonl")
+    observed = (record["invocations"][0]["conversation"], len(record["model_calls"]), record["tool_calls"])
+    named = [{**tool, "invocation_id": "pi-json"} for tool in record["tool_calls"]]  # no header: named after the file
+    assert [tool["invocation_id"] for tool in record["tool_calls"]] == [path.stem]
+    observed = (observed[0], observed[1], named)
+    assert _without_line_ids(observed) == _without_line_ids(expected)  # ids name lines, which moved
+    assert expected[1] > 0
+
+
+@pytest.mark.parametrize(
+    "damage", [lambda line: line.replace(b'"from"', b'"frum"', 1), lambda line: b"[1, 2]"], ids=["no_from", "array"]
+)
+def test_a_damaged_first_sharegpt_line_costs_that_line(tmp_path, damage):
+    lines = SHAREGPT.read_bytes().splitlines()
+    path = _with_lines(tmp_path, SHAREGPT, lambda lines: [damage(lines[0]), *lines[1:]])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{path}:1: error[" in result.stderr
+    built = _records(tmp_path / "out.jsonl")
+    assert [r["rollout_id"] for r in built] == [f"{path.name}:{n}" for n in range(2, len(lines) + 1)]
+    assert all(r["invocations"][0]["conversation"] for r in built)
+
+
+def test_a_bom_before_the_first_sharegpt_line_keeps_its_conversation(tmp_path):
+    expected = _records(_built(SHAREGPT, tmp_path / "plain.jsonl"))
+    path = tmp_path / "bom" / SHAREGPT.name
+    path.parent.mkdir()
+    path.write_bytes(BOM + SHAREGPT.read_bytes())
+    built = _records(_built(path, tmp_path / "out.jsonl"))
+    assert [r["invocations"] for r in built] == [r["invocations"] for r in expected]
+    assert expected[0]["invocations"][0]["conversation"]
+
+
+def _built(path: Path, out: Path) -> Path:
+    result = run_cli("build", path, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    return out
+
+
+def test_an_invalid_call_in_a_rows_capture_attachment_is_reported_and_the_others_kept(tmp_path):
+    rows = [orjson.loads(raw) for raw in LEGACY_ROWS.read_bytes().splitlines()]
+    calls = rows[0]["ng_model_call_capture"]["calls"]
+    negative = {**calls[0], "model_call_id": "d" * 32, "latency_total_ms": -5.0}
+    rows[0]["ng_model_call_capture"]["calls"] = ["not a call", calls[0], negative]
+    (tmp_path / "rows").mkdir()
+    path = _write(tmp_path / "rows" / "rollouts.jsonl", rows)
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"{path}:1: warning[capture_call_invalid] ng_model_call_capture.calls.0: not an object (string); "
+        "the call is left out" in result.stderr
+    )
+    assert f"{path}:1: warning[capture_call_invalid] ng_model_call_capture.calls.2: duration_ms:" in result.stderr
+    first = _records(tmp_path / "out.jsonl")[0]
+    assert [call["model_call_id"] for call in first["model_calls"]] == ["c" * 32]
+    invalid = [gap for gap in first["gaps"] if gap["code"] == "model_call_capture_call_invalid"]
+    assert [gap["detail"] for gap in invalid] == ["calls.0", "calls.2"]
