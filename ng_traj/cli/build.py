@@ -57,6 +57,16 @@ def command(
     redact_key: Annotated[
         list[str] | None, typer.Option("--redact-key", help="Another exact key name to mask (repeatable).")
     ] = None,
+    redact_pattern: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact-pattern",
+            metavar="REGEX",
+            help="Another secret shape to mask in text, a Python regular expression; with a group named "
+            "'secret', only that group is masked (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     json_output: Annotated[bool, typer.Option("--json", help=JSON_HELP + " Summary only.")] = False,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print only error diagnostics.")] = False,
     max_line_bytes: Annotated[
@@ -92,8 +102,9 @@ def command(
         roles=tuple(role or ()),
         attach=attach,
         payloads=not no_payloads,
-        redact=redact or bool(redact_key),
+        redact=redact or bool(redact_key) or bool(redact_pattern),
         redact_keys=tuple(redact_key or ()),
+        redact_patterns=tuple(redact_pattern or ()),
         json_output=json_output,
         quiet=quiet,
         max_line_bytes=max_line_bytes,

@@ -21,7 +21,7 @@ from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
-from ng_traj.redact import Redactor
+from ng_traj.redact import Redactor, compile_patterns
 from ng_traj.roles import parse_roles
 from ng_traj.sources.detect import KINDS
 from ng_traj.sources.manifest import read_manifest
@@ -43,6 +43,7 @@ class BuildRequest:
     payloads: bool
     redact: bool
     redact_keys: tuple[str, ...]
+    redact_patterns: tuple[str, ...]
     json_output: bool
     quiet: bool
     max_line_bytes: int
@@ -104,6 +105,7 @@ def run(request: BuildRequest) -> int:
     output, chosen = _check(request)
     try:
         roles = parse_roles(request.roles)
+        patterns = compile_patterns(request.redact_patterns)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
     console = stderr_console()
@@ -121,7 +123,7 @@ def run(request: BuildRequest) -> int:
         capture_enabled=inputs.capture_enabled,
         payloads=request.payloads,
         attach=request.attach,
-        redactor=Redactor(request.redact_keys) if request.redact else None,
+        redactor=Redactor(request.redact_keys, patterns) if request.redact else None,
         roles=roles,
         max_line_bytes=request.max_line_bytes,
     )
