@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.io.compression import CompressedStreamError, logical_name, logical_path, open_input
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
@@ -95,11 +96,15 @@ class Inputs:
 
 
 def _has_content(path: Path) -> bool:
-    """Whether the file holds anything but whitespace (read until the first byte that is not)."""
-    with open(path, "rb") as handle:
-        while chunk := handle.read(1 << 16):
-            if chunk.strip():
-                return True
+    """Whether the file holds anything but whitespace (read until the first byte that is not; a
+    compressed file's text, up to where its stream breaks)."""
+    try:
+        with open_input(path) as handle:
+            while chunk := handle.read(1 << 16):
+                if chunk.strip():
+                    return True
+    except CompressedStreamError:
+        return True
     return False
 
 
@@ -206,7 +211,7 @@ def _classify(
         if json_named(file) and not _has_content(file):
             _report(sink, "input_unclaimed", file, "empty (or blank lines only); skipped", directly)
         elif json_named(file) and first_record(file) is None:
-            what = "not JSON" if file.suffix == ".json" else "no line is JSON"
+            what = "not JSON" if logical_path(file).suffix == ".json" else "no line is JSON"
             message = f"{what} (corrupt or truncated?); no reader can tell what it is; skipped"
             sink.add(Diagnostic("error", "input_unclaimed", message, path=str(file)))
         else:
@@ -228,5 +233,9 @@ def _classify(
         inputs.native.setdefault(kind, []).append(file)
         inputs.native_named[str(file)] = named
     elif kind == "capture":
-        rollout = entry.rollout_id if entry else (capture_rollout_id(file.name) or file.name.removesuffix(".jsonl"))
+        rollout = (
+            entry.rollout_id
+            if entry
+            else (capture_rollout_id(file.name) or logical_name(file.name).removesuffix(".jsonl"))
+        )
         inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)

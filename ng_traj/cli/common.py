@@ -108,8 +108,8 @@ class ByteProgress:
     progress: Progress | None
     task: int | None = None
 
-    def start(self, description: str, total: int) -> None:
-        """Begin a new bar for one input of ``total`` bytes."""
+    def start(self, description: str, total: int | None) -> None:
+        """Begin a new bar for one input of ``total`` bytes (``None``: unknown, a compressed file's text)."""
         if self.progress is not None:
             self.task = self.progress.add_task(description, total=total)
 

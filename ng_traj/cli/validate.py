@@ -22,6 +22,7 @@ from ng_traj.cli.common import (
     stderr_console,
 )
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.io.compression import is_compressed
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 
@@ -77,7 +78,7 @@ def _run(files: list[Path], json_output: bool, max_line_bytes: int) -> int:
             if path.is_dir():
                 result = validate_dataset(path, sink)
             else:
-                progress.start(path.name, path.stat().st_size)
+                progress.start(path.name, None if is_compressed(path) else path.stat().st_size)
                 result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=progress.advance_to)
             tally.records += result.records
             tally.invalid += result.invalid
