@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -21,6 +22,7 @@ from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, diagnostic_printer, stderr_console
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
+from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, compile_patterns
 from ng_traj.roles import parse_roles
 from ng_traj.sources.detect import KINDS
@@ -108,6 +110,13 @@ def run(request: BuildRequest) -> int:
         patterns = compile_patterns(request.redact_patterns)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    with text_copies():  # the text of compressed rollouts files, removed when the build ends
+        return _build(request, output, chosen, roles, patterns)
+
+
+def _build(
+    request: BuildRequest, output: str, chosen: str, roles: dict[str, str], patterns: tuple[re.Pattern[str], ...]
+) -> int:
     console = stderr_console()
     sink = DiagnosticSink(_printer(request, console))  # type: ignore[arg-type]
     manifest = read_manifest(request.manifest, sink) if request.manifest else []

@@ -6,17 +6,19 @@ Zstandard stream cannot seek backwards without decompressing again from its star
 taken in an order unlike the file's, would cost time quadratic in the file's size. So the text of a
 compressed file is copied, as it is decompressed, to a file in a temporary folder of this process;
 offsets are those of the text, and rows are re-read from the copy with a seek. Memory holds one read
-buffer; the disk holds the file's text once; the folder is removed when the process exits.
+buffer; the disk holds the file's text once. Copies made inside :func:`text_copies` (a build) are
+removed when it ends, any others with their folder when the process exits.
 
 The indexing pass writes the copy as it reads (:func:`text_copy`), so the text is decompressed once.
 A process that needs a row of a compressed file it did not index (a worker started without the
-parent's memory) decompresses the file to its own copy on first use. Worker processes forked from
-the parent share the parent's copies and leave their removal to it.
+parent's memory) decompresses the file to its own copy on first use, removed when it exits. Worker
+processes forked from the parent share the parent's copies and leave their removal to it.
 """
 
 from __future__ import annotations
 
 import contextlib
+import multiprocessing.util
 import os
 import tempfile
 from collections.abc import Iterator
@@ -33,9 +35,24 @@ _plain: set[str] = set()
 _folder: list[tempfile.TemporaryDirectory[str]] = []
 
 
+@contextlib.contextmanager
+def text_copies() -> Iterator[None]:
+    """Remove, when the block ends, the copies made inside it (a build's; without such a block they
+    stay until the process exits)."""
+    before = set(_copies)
+    try:
+        yield
+    finally:
+        for path in [path for path in _copies if path not in before]:
+            with contextlib.suppress(OSError):
+                os.unlink(_copies.pop(path))
+
+
 def _new_copy() -> tuple[str, BinaryIO]:
     if not _folder:
-        _folder.append(tempfile.TemporaryDirectory(prefix="ng-traj-text-"))
+        folder = tempfile.TemporaryDirectory(prefix="ng-traj-text-")
+        _folder.append(folder)
+        multiprocessing.util.Finalize(folder, folder.cleanup, exitpriority=0)  # a worker skips atexit
     descriptor, name = tempfile.mkstemp(dir=_folder[0].name, suffix=".jsonl")
     return name, os.fdopen(descriptor, "wb", buffering=_COPY_BUFFER)
 
