@@ -108,6 +108,7 @@ LINE_SKIP_CODES = (
     "line_too_long",
     "not_an_object",
     "capture_record_invalid",
+    "compressed_stream_invalid",
 )
 """Codes of diagnostics that mean an input line was skipped."""
 
