@@ -92,7 +92,8 @@ def is_compressed(path: str | Path) -> bool:
 
 
 class _GzipInput(gzip.GzipFile):
-    """A gzip reader whose truncation and corruption errors are :class:`CompressedStreamError`."""
+    """A gzip reader (read through a larger buffer) whose truncation and corruption errors are
+    :class:`CompressedStreamError`."""
 
     def __init__(self, handle: BinaryIO) -> None:
         super().__init__(fileobj=handle, mode="rb")
@@ -105,10 +106,6 @@ class _GzipInput(gzip.GzipFile):
     def read1(self, size: int = -1) -> bytes:
         with _gzip_errors():
             return super().read1(size)
-
-    def readline(self, size: int | None = -1) -> bytes:
-        with _gzip_errors():
-            return super().readline(size)
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
         """Fill ``buffer`` with what one step decodes (``read1``), so that text before a break is handed out."""
