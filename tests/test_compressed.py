@@ -275,3 +275,13 @@ def test_a_build_removes_the_text_copies_it_made(tmp_path):
     produced, _ = _build(path, "--attach", tmp_path / "out.jsonl")
     assert produced.count(b"\n") == 3
     assert str(path) not in spans._copies and sorted(folder.iterdir()) == before
+
+
+def test_a_stream_broken_before_its_first_line_is_said_to_be(tmp_path):
+    data = gzip.compress(_rows(1))
+    path = tmp_path / "rollouts.jsonl.gz"
+    path.write_bytes(data[: len(data) // 2])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 1
+    assert f"{path}:1: error[compressed_stream_invalid]: gzip stream ends before its end marker" in result.stderr
+    assert f"{path}: error[input_unclaimed]: no line is JSON" in result.stderr

@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
-from ng_traj.io.compression import CompressedStreamError, logical_name, logical_path, open_input
+from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
+from ng_traj.io.lines import STREAM_INVALID, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
@@ -106,6 +107,14 @@ def _has_content(path: Path) -> bool:
     except CompressedStreamError:
         return True
     return False
+
+
+def _report_broken_stream(path: Path, sink: DiagnosticSink) -> None:
+    """Report where a compressed file's stream breaks, when no reader reads it to tell (no JSON before it)."""
+    if is_compressed(path):
+        for line in iter_json_lines(path):
+            if line.problem is not None and line.problem.code == STREAM_INVALID:
+                sink.add(line.problem)
 
 
 def _report(sink: DiagnosticSink, code: str, path: Path, message: str, named_directly: bool) -> None:
@@ -211,6 +220,7 @@ def _classify(
         if json_named(file) and not _has_content(file):
             _report(sink, "input_unclaimed", file, "empty (or blank lines only); skipped", directly)
         elif json_named(file) and first_record(file) is None:
+            _report_broken_stream(file, sink)
             what = "not JSON" if logical_path(file).suffix == ".json" else "no line is JSON"
             message = f"{what} (corrupt or truncated?); no reader can tell what it is; skipped"
             sink.add(Diagnostic("error", "input_unclaimed", message, path=str(file)))
