@@ -19,6 +19,7 @@ VALIDATE_CODES: dict[str, str] = {
     # line reading (io/lines.py)
     "invalid_json": "the line is not valid JSON",
     "truncated_line": "the last line of the file ends without a newline and is not valid JSON",
+    "compressed_stream_invalid": "a gzip or Zstandard input whose stream is cut short or corrupt: the lines before the damage are kept",
     "nul_byte": "the line contains a raw NUL byte",
     "invalid_utf8": "the line is not valid UTF-8",
     "lone_surrogate": "a string held a lone UTF-16 surrogate escape; replaced by U+FFFD, record kept",
@@ -114,6 +115,7 @@ LINE_SKIP_CODES = (
     "line_too_long",
     "not_an_object",
     "capture_record_invalid",
+    "compressed_stream_invalid",
 )
 """Codes of diagnostics that mean an input line was skipped."""
 

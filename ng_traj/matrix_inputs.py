@@ -33,6 +33,7 @@ from ng_traj.contract import TrajectoryRecord
 from ng_traj.contract.revisions import keys_0_7
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
+from ng_traj.io.spans import text_copies
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
 from ng_traj.sources.capture.record import token_stats
 from ng_traj.sources.detect import walk
@@ -164,7 +165,7 @@ def all_records(
         yield from read_records(path, sink, max_line_bytes=max_line_bytes)
     if not inputs.raw:
         return
-    with tempfile.TemporaryDirectory(prefix="ng-traj-matrix-") as folder:
+    with tempfile.TemporaryDirectory(prefix="ng-traj-matrix-") as folder, text_copies():
         built = Path(folder) / "built.jsonl"
         found, slots, stats = prepare(inputs.raw, sink, max_line_bytes=max_line_bytes)
         options = BuildOptions(

@@ -1,10 +1,15 @@
 """Masking secrets in output copies (``--redact``).
 
 Keys are matched by *exact* name (case-insensitive, ``-`` and ``_`` treated alike), never by
-substring, so ``max_output_tokens``, ``prompt_tokens`` and every other usage field stay intact
-(bug-shapes.md B17). String values anywhere are scanned for well-known credential patterns (API keys,
-bearer tokens, private key blocks), and only the matching part is replaced. Redaction works on the
-output copy; inputs and the values ng-traj parses are never touched.
+substring, so ``max_output_tokens``, ``prompt_tokens``, a log-probability's ``token`` and every other
+usage field stay intact. String values anywhere are scanned for the credential shapes of
+:data:`SECRET_PATTERNS` (and ``--redact-pattern``), and only the matching part is replaced: the whole
+match, or only its ``secret`` group when the pattern has one (a URL keeps its scheme, user and host;
+an ``Authorization:`` header in text keeps its name). Redaction works on the output copy; inputs and
+the values ng-traj parses are never touched.
+
+Values are walked with an explicit stack, not recursion, so a value nested any depth is masked like
+any other; dictionaries keep their key order, so the output stays byte-identical between runs.
 """
 
 from __future__ import annotations
@@ -24,6 +29,10 @@ SECRET_KEYS = frozenset(
         "refresh_token",
         "id_token",
         "auth_token",
+        "x_auth_token",
+        "bearer_token",
+        "session_token",
+        "private_token",
         "authorization",
         "proxy_authorization",
         "x_api_key",
@@ -34,6 +43,7 @@ SECRET_KEYS = frozenset(
         "secret_key",
         "password",
         "passwd",
+        "proxy_password",
         "private_key",
         "cookie",
         "set_cookie",
@@ -41,26 +51,110 @@ SECRET_KEYS = frozenset(
         "aws_session_token",
         "openai_api_key",
         "anthropic_api_key",
+        "nvidia_api_key",
+        "ngc_api_key",
+        "google_api_key",
+        "gemini_api_key",
+        "github_token",
+        "gh_token",
+        "gitlab_token",
+        "slack_token",
         "hf_token",
+        "huggingface_token",
     }
 )
 """Key names whose values are masked whole (normalised: lower case, ``-`` as ``_``)."""
 
-SECRET_PATTERNS = (
-    re.compile(r"\bsk-(?:ant-|proj-)?[A-Za-z0-9_-]{16,}"),
-    re.compile(r"\b(?:Bearer|Basic)\s+[A-Za-z0-9._~+/=-]{8,}"),
-    re.compile(r"\bAKIA[0-9A-Z]{16}\b"),
-    re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b"),
-    re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"),
-    re.compile(r"\bhf_[A-Za-z0-9]{30,}\b"),
-    re.compile(r"\bAIza[0-9A-Za-z_-]{35}\b"),
-    re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"),
+_DIGIT = r"(?=[A-Za-z0-9._~+/=-]*[0-9])"
+"""Lookahead: the token ahead holds a digit (random tokens do; English words after ``bearer`` do not)."""
+
+SECRET_PATTERNS: tuple[tuple[tuple[str, ...], re.Pattern[str]], ...] = (
+    # OpenAI (sk-, sk-proj-, sk-svcacct-) and Anthropic (sk-ant-api03-, sk-ant-admin01-) keys
+    (("sk-",), re.compile(r"\bsk-" + _DIGIT + r"[A-Za-z0-9_-]{20,}")),
+    # NVIDIA API catalogue / NGC keys
+    (("nvapi-",), re.compile(r"\bnvapi-[A-Za-z0-9_-]{20,}")),
+    # GitHub tokens: classic (ghp_, gho_, ghu_, ghs_, ghr_) and fine-grained
+    (("ghp_", "gho_", "ghu_", "ghs_", "ghr_"), re.compile(r"\bgh[pousr]_[A-Za-z0-9]{30,}\b")),
+    (("github_pat_",), re.compile(r"\bgithub_pat_[A-Za-z0-9_]{22,}\b")),
+    # GitLab personal access tokens
+    (("glpat-",), re.compile(r"\bglpat-[A-Za-z0-9_-]{20,}")),
+    # AWS access key ids (long-term AKIA, temporary ASIA) and secret keys written as assignments
+    (("akia", "asia"), re.compile(r"\b(?:AKIA|ASIA)[0-9A-Z]{16}\b")),
+    (
+        ("secret",),
+        re.compile(
+            r"(?i)\baws_?secret_?access_?key\b[\"']?\s*[:=]\s*[\"']?(?P<secret>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+        ),
+    ),
+    # Google API keys and OAuth access tokens
+    (("aiza",), re.compile(r"\bAIza[0-9A-Za-z_-]{35}(?![0-9A-Za-z_-])")),
+    (("ya29.",), re.compile(r"\bya29\.[0-9A-Za-z_-]{20,}")),
+    # Slack tokens
+    (("xox",), re.compile(r"\bxox[abeposr]-[A-Za-z0-9-]{10,}")),
+    # Hugging Face tokens
+    (("hf_",), re.compile(r"\bhf_[A-Za-z0-9]{30,}\b")),
+    # Stripe secret and restricted keys, webhook secrets
+    (("k_live_", "k_test_"), re.compile(r"\b[rs]k_(?:live|test)_[A-Za-z0-9]{16,}\b")),
+    (("whsec_",), re.compile(r"\bwhsec_[A-Za-z0-9]{24,}\b")),
+    # JSON Web Tokens: base64url header and payload (both JSON objects, so "eyJ"), signature
+    (("eyj",), re.compile(r"\beyJ[A-Za-z0-9_-]{5,}\.eyJ[A-Za-z0-9_-]{5,}\.[A-Za-z0-9_-]*")),
+    # Authorization header values in text (curl -H, logs), whatever the scheme
+    (
+        ("authorization",),
+        re.compile(
+            r"(?i)\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?P<secret>"
+            r"(?:bearer|basic|token|digest|negotiate|apikey)\s+[^\s\"',;]+|(?=[^\s\"',;]*[0-9+/=])[^\s\"',;]{8,})"
+        ),
+    ),
+    # Bearer tokens in any case; Basic credentials (base64 with a digit, +, / or padding)
+    (("bearer",), re.compile(r"(?i)\bbearer\s+" + _DIGIT + r"[A-Za-z0-9._~+/-]{8,}=*")),
+    (("basic",), re.compile(r"(?i)\bbasic\s+(?=[A-Za-z0-9+/]*[0-9+/=])[A-Za-z0-9+/]{8,}={0,2}")),
+    # Credentials in a URL's userinfo: https://user:password@host keeps user and host
+    (("://",), re.compile(r"\b[A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]+:(?P<secret>[^\s/?#@]+)@")),
+    # PEM and PGP private key blocks; a block cut before its END line is masked to its end
+    (
+        ("private key",),
+        re.compile(
+            r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----"
+            r"(?:[\s\S]*?-----END [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|[A-Za-z0-9+/=:\s\\-]*)"
+        ),
+    ),
 )
-"""Value patterns replaced wherever they occur inside a string."""
+"""``(needles, pattern)``: each pattern is replaced wherever it occurs inside a string (the ``secret``
+group only, if any); it is tried only on text whose lower-case form holds one of its needles, so
+text without secrets costs a few substring searches, not a regular-expression scan per shape."""
 
 
 def _normalise(key: str) -> str:
     return key.lower().replace("-", "_")
+
+
+def _mask(match: re.Match[str]) -> str:
+    """The match with its ``secret`` group (else all of it) masked; an empty match is left as it is."""
+    if "secret" not in match.re.groupindex:
+        return MASK if match.end() > match.start() else ""
+    start, end = match.span("secret")
+    if start < 0 or end == start:
+        return match.group(0)
+    whole = match.group(0)
+    return whole[: start - match.start()] + MASK + whole[end - match.start() :]
+
+
+def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
+    """Compile ``--redact-pattern`` values (Python regular expressions).
+
+    A pattern with a group named ``secret`` masks only that group; any other masks its whole match.
+
+    Raises:
+        ValueError: A pattern is not a valid regular expression (the message names it).
+    """
+    compiled = []
+    for pattern in patterns:
+        try:
+            compiled.append(re.compile(pattern))
+        except re.error as exc:
+            raise ValueError(f"--redact-pattern {pattern!r} is not a regular expression: {exc}") from None
+    return tuple(compiled)
 
 
 class Redactor:
@@ -68,43 +162,42 @@ class Redactor:
 
     Args:
         extra_keys: More exact key names to mask (``--redact-key``).
+        extra_patterns: More value patterns to mask (``--redact-pattern``), applied after the built-in ones.
     """
 
-    def __init__(self, extra_keys: Iterable[str] = ()) -> None:
+    def __init__(self, extra_keys: Iterable[str] = (), extra_patterns: Iterable[re.Pattern[str]] = ()) -> None:
         self.keys = SECRET_KEYS | {_normalise(key) for key in extra_keys}
+        self.patterns = tuple(extra_patterns)
 
     def text(self, value: str) -> str:
         """``value`` with every credential pattern replaced by the mask."""
-        for pattern in SECRET_PATTERNS:
-            value = pattern.sub(MASK, value)
+        lowered = value.lower()
+        for needles, pattern in SECRET_PATTERNS:
+            if any(needle in lowered for needle in needles):
+                value = pattern.sub(_mask, value)
+        for pattern in self.patterns:
+            value = pattern.sub(_mask, value)
         return value
 
     def value(self, value: Any) -> Any:
-        """A redacted copy of a JSON value, key order kept.
-
-        The walk keeps its own stack instead of recursing, so a value nested as deep as the line reader
-        accepts (1,024 levels) is redacted like any other.
-        """
-        root: list[Any] = []
-        pending = [([value], root)]
-        while pending:
-            source, target = pending.pop()
-            pairs = source.items() if isinstance(source, dict) else enumerate(source)
-            for key, item in pairs:
-                if isinstance(source, dict) and self._secret(key, item):
-                    copy: Any = MASK
-                elif isinstance(item, str):
-                    copy = self.text(item)
-                elif isinstance(item, list | dict):
-                    copy = type(item)()
-                    pending.append((item, copy))
-                else:
-                    copy = item
-                if isinstance(target, dict):
-                    target[key] = copy
-                else:
-                    target.append(copy)
-        return root[0]
+        """A redacted copy of a JSON value, nested to any depth (walked without recursion)."""
+        holder: list[Any] = [None]
+        stack: list[tuple[Any, Any, Any]] = [(holder, 0, value)]
+        while stack:
+            parent, slot, item = stack.pop()
+            if isinstance(item, dict):
+                parent[slot] = copy = dict.fromkeys(item)
+                for key, child in item.items():
+                    if self._secret(key, child):
+                        copy[key] = MASK
+                    else:
+                        stack.append((copy, key, child))
+            elif isinstance(item, list):
+                parent[slot] = copy = [None] * len(item)
+                stack.extend((copy, index, child) for index, child in enumerate(item))
+            else:
+                parent[slot] = self.text(item) if isinstance(item, str) else item
+        return holder[0]
 
     def _secret(self, key: Any, item: Any) -> bool:
         return isinstance(key, str) and _normalise(key) in self.keys and item is not None and item != ""

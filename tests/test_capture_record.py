@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import orjson
 import pytest
 from pydantic import ValidationError
 
 from ng_traj.sources.capture.record import cache_signal, derive_record, parse_arguments, token_stats
-from ng_traj.sources.capture.sse import reassemble
+from ng_traj.sources.capture.sse import iter_events, parse_events, reassemble
 
 POLICY = {"type": "responses_api_models", "name": "policy_model"}
 
@@ -287,3 +288,75 @@ def test_truncated_streams_keep_the_partial_reconstruction(dialect):
 def test_non_sse_raw_body_derives_nothing():
     record = derive_record({"response": None, "response_raw": '{"error": "denied"}', "status_code": 403}, call_index=0)
     assert record.response_id is None and record.tokens_in is None and record.response_raw == '{"error": "denied"}'
+
+
+SEPARATORS = ["\u2028", "\u2029", "\u0085", "\x1c", "\x1d", "\x1e", "\x0b", "\x0c"]
+"""Characters ``str.splitlines`` breaks at that an event stream does not."""
+
+
+def _sse(*payloads: str) -> str:
+    return "".join(f"data: {payload}\n\n" for payload in payloads)
+
+
+@pytest.mark.parametrize("char", SEPARATORS, ids=[f"U+{ord(c):04X}" for c in SEPARATORS])
+def test_chat_delta_holding_a_unicode_line_separator_is_kept(char):
+    raw = _sse(
+        '{"id":"c","choices":[{"index":0,"delta":{"reasoning_content":"a' + char + 'b"}}]}',
+        '{"id":"c","choices":[{"index":0,"delta":{"tool_calls":[{"index":0,"id":"t","function":{"name":"f","arguments":"{\\"x\\": \\"'
+        + char
+        + '\\"}"}}]}}]}',
+        "[DONE]",
+    )
+    message = reassemble(raw, "chat")["choices"][0]["message"]
+    assert message["reasoning_content"] == f"a{char}b"
+    assert message["tool_calls"][0]["function"]["arguments"] == '{"x": "' + char + '"}'
+
+
+@pytest.mark.parametrize("char", SEPARATORS, ids=[f"U+{ord(c):04X}" for c in SEPARATORS])
+def test_messages_delta_holding_a_unicode_line_separator_is_kept(char):
+    raw = (
+        'event: message_start\ndata: {"type":"message_start","message":{"id":"m","role":"assistant"}}\n\n'
+        'event: content_block_start\ndata: {"type":"content_block_start","index":0,"content_block":{"type":"thinking"}}\n\n'
+        'event: content_block_delta\ndata: {"type":"content_block_delta","index":0,"delta":{"type":"thinking_delta","thinking":"x'
+        + char
+        + 'y"}}\n\n'
+    )
+    assert reassemble(raw, "messages")["content"] == [{"type": "thinking", "thinking": f"x{char}y"}]
+
+
+@pytest.mark.parametrize("char", SEPARATORS, ids=[f"U+{ord(c):04X}" for c in SEPARATORS])
+def test_responses_event_holding_a_unicode_line_separator_is_kept(char):
+    raw = (
+        'event: response.completed\ndata: {"type":"response.completed","response":{"id":"r","status":"completed",'
+        '"output":[{"type":"reasoning","summary":[{"type":"summary_text","text":"p' + char + 'q"}]}]}}\n\n'
+    )
+    assert reassemble(raw, "responses")["output"][0]["summary"][0]["text"] == f"p{char}q"
+
+
+def test_sse_lines_end_at_crlf_cr_or_lf_only():
+    payload = '{"id":"c","choices":[{"index":0,"delta":{"content":"hi"}}]}'
+    for eol in ("\n", "\r", "\r\n"):
+        assert parse_events(f"data: {payload}{eol}{eol}data: {payload}{eol}{eol}") == [orjson.loads(payload)] * 2
+
+
+def test_sse_fields_follow_the_specification():
+    raw = (
+        "\ufeff: keep-alive comment\n\n"
+        ":another\n"
+        'event: message\ndata:{"a":\ndata:  1}\nid: 7\nretry: 10\n\n'
+        "data\n\n"
+        'event: error\ndata: {"error": {"message": "boom"}}\n\n'
+        'data: {"last": true}'
+    )
+    assert list(iter_events(raw)) == [
+        ("message", '{"a":\n 1}'),
+        ("message", ""),
+        ("error", '{"error": {"message": "boom"}}'),
+        ("message", '{"last": true}'),
+    ]
+    assert parse_events(raw) == [{"a": 1}, {"error": {"message": "boom"}}, {"last": True}]
+
+
+def test_sse_comment_and_unknown_fields_dispatch_nothing():
+    assert list(iter_events(": ping\n\nid: 3\n\nretry: 5\n\n")) == []
+    assert list(iter_events("data: x\n:comment inside\ndata: y\n\n")) == [("message", "x\ny")]

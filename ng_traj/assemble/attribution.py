@@ -21,7 +21,8 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import ObservationGap
-from ng_traj.io.files import open_regular, resolved
+from ng_traj.io.compression import CompressedStreamError, open_input
+from ng_traj.io.files import resolved
 from ng_traj.sources.capture.record import derived_response, tool_calls_and_reasoning
 from ng_traj.sources.capture.store import CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
@@ -130,7 +131,7 @@ class CaptureIds:
 
 def _responses(path: str) -> Iterator[dict[str, Any]]:
     try:
-        with open_regular(path) as handle:
+        with open_input(path) as handle:
             for raw in handle:
                 try:
                     line = orjson.loads(raw)
@@ -140,7 +141,7 @@ def _responses(path: str) -> Iterator[dict[str, Any]]:
                     response = derived_response(line)
                     if response:
                         yield response
-    except OSError:
+    except (OSError, CompressedStreamError):
         return
 
 

@@ -16,7 +16,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
 from ng_traj.io.files import open_regular, resolved
+from ng_traj.io.lines import STREAM_INVALID, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
@@ -96,12 +98,24 @@ class Inputs:
 
 
 def _has_content(path: Path) -> bool:
-    """Whether the file holds anything but whitespace (read until the first byte that is not)."""
-    with open_regular(path) as handle:
-        while chunk := handle.read(1 << 16):
-            if chunk.strip():
-                return True
+    """Whether the file holds anything but whitespace (read until the first byte that is not; a
+    compressed file's text, up to where its stream breaks)."""
+    try:
+        with open_input(path) as handle:
+            while chunk := handle.read(1 << 16):
+                if chunk.strip():
+                    return True
+    except CompressedStreamError:
+        return True
     return False
+
+
+def _report_broken_stream(path: Path, sink: DiagnosticSink) -> None:
+    """Report where a compressed file's stream breaks, when no reader reads it to tell (no JSON before it)."""
+    if is_compressed(path):
+        for line in iter_json_lines(path):
+            if line.problem is not None and line.problem.code == STREAM_INVALID:
+                sink.add(line.problem)
 
 
 def _report(sink: DiagnosticSink, code: str, path: Path, message: str, named_directly: bool) -> None:
@@ -207,7 +221,8 @@ def _classify(
         if json_named(file) and not _has_content(file):
             _report(sink, "input_unclaimed", file, "empty (or blank lines only); skipped", directly)
         elif json_named(file) and first_record(file) is None:
-            what = "not JSON" if file.suffix == ".json" else "no line is JSON"
+            _report_broken_stream(file, sink)
+            what = "not JSON" if logical_path(file).suffix == ".json" else "no line is JSON"
             message = f"{what} (corrupt or truncated?); no reader can tell what it is; skipped"
             sink.add(Diagnostic("error", "input_unclaimed", message, path=str(file)))
         else:
@@ -229,5 +244,9 @@ def _classify(
         inputs.native.setdefault(kind, []).append(file)
         inputs.native_named[str(file)] = named
     elif kind == "capture":
-        rollout = entry.rollout_id if entry else (capture_rollout_id(file.name) or file.name.removesuffix(".jsonl"))
+        rollout = (
+            entry.rollout_id
+            if entry
+            else (capture_rollout_id(file.name) or logical_name(file.name).removesuffix(".jsonl"))
+        )
         inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)

@@ -28,7 +28,9 @@ from ng_traj.assemble.attribution import (
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.lines import read_json_objects
+from ng_traj.io.compression import logical_name
+from ng_traj.io.lines import JsonLine, read_json_objects
+from ng_traj.io.spans import text_copy
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import NativeUnit, index_units, load_unit
@@ -104,26 +106,12 @@ class _Row:
 
 
 def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_bytes: int) -> list[_Row]:
+    """Index the rollout rows of one file (a compressed file's text is kept to re-read them, ``io/spans.py``)."""
     rows: list[_Row] = []
     task_inputs = 0
-    for line in read_json_objects(file.path, sink, max_line_bytes=max_line_bytes):
-        if not is_rollout_row(line.value):
-            task_inputs += 1
-            continue
-        ident = identity(line.value, file.path.name, line.line)
-        if not ident.derived:
-            stats.rows_without_identity += 1
-            sink.add(
-                Diagnostic(
-                    "warning",
-                    "rollout_identity_unavailable",
-                    f"{ident.problem}; identified as {ident.rollout_id}",
-                    path=str(file.path),
-                    line=line.line,
-                    offset=line.offset,
-                )
-            )
-        rows.append(_Row(ident, file, line.line, line.offset, line.size, recorded_run_ids(line.value)))
+    with text_copy(file.path) as copy:
+        for line in read_json_objects(file.path, sink, max_line_bytes=max_line_bytes, copy=copy):
+            task_inputs += _index_row(file, line, rows, sink, stats)
     if task_inputs:
         stats.task_input_rows += task_inputs
         sink.add(
@@ -136,6 +124,31 @@ def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_by
         )
     stats.rows += len(rows)
     return rows
+
+
+def _index_row(file: RolloutFile, line: JsonLine, rows: list[_Row], sink: DiagnosticSink, stats: PlanStats) -> int:
+    """Add the row of ``line`` to ``rows``; 1 when the line is a task input (not indexed), else 0.
+
+    A row without identity is named by the file's name with any compression suffix dropped, so
+    compressing a retained run changes no rollout id.
+    """
+    if not is_rollout_row(line.value):
+        return 1
+    ident = identity(line.value, logical_name(file.path.name), line.line)
+    if not ident.derived:
+        stats.rows_without_identity += 1
+        sink.add(
+            Diagnostic(
+                "warning",
+                "rollout_identity_unavailable",
+                f"{ident.problem}; identified as {ident.rollout_id}",
+                path=str(file.path),
+                line=line.line,
+                offset=line.offset,
+            )
+        )
+    rows.append(_Row(ident, file, line.line, line.offset, line.size, recorded_run_ids(line.value)))
+    return 0
 
 
 def plan(

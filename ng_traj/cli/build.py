@@ -71,6 +71,16 @@ def command(
     redact_key: Annotated[
         list[str] | None, typer.Option("--redact-key", help="Another exact key name to mask (repeatable).")
     ] = None,
+    redact_pattern: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact-pattern",
+            metavar="REGEX",
+            help="Another secret shape to mask in text, a Python regular expression; with a group named "
+            "'secret', only that group is masked (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
     output_format: Annotated[str, output_format_option()] = "text",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
@@ -110,8 +120,9 @@ def command(
         roles=tuple(role or ()),
         attach=attach,
         payloads=not no_payloads,
-        redact=redact or bool(redact_key),
+        redact=redact or bool(redact_key) or bool(redact_pattern),
         redact_keys=tuple(redact_key or ()),
+        redact_patterns=tuple(redact_pattern or ()),
         max_line_bytes=max_line_bytes,
         stdout_is_terminal=sys.stdout is not None and sys.stdout.isatty(),  # None when the shell closed it
         jobs=jobs,

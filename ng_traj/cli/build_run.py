@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -19,7 +20,8 @@ from ng_traj.cli.output import Reporter
 from ng_traj.contract.revisions import RELEASES, Release
 from ng_traj.diagnostics import RunError, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
-from ng_traj.redact import Redactor
+from ng_traj.io.spans import text_copies
+from ng_traj.redact import Redactor, compile_patterns
 from ng_traj.roles import parse_roles
 from ng_traj.sources.detect import KINDS
 from ng_traj.sources.manifest import read_manifest
@@ -41,6 +43,7 @@ class BuildRequest:
     payloads: bool
     redact: bool
     redact_keys: tuple[str, ...]
+    redact_patterns: tuple[str, ...]
     max_line_bytes: int
     stdout_is_terminal: bool
     jobs: int = 1
@@ -107,8 +110,16 @@ def run(request: BuildRequest) -> int:
     output, chosen = _check(request)
     try:
         roles = parse_roles(request.roles)
+        patterns = compile_patterns(request.redact_patterns)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    with text_copies():  # the text of compressed rollouts files, removed when the build ends
+        return _build(request, output, chosen, roles, patterns)
+
+
+def _build(
+    request: BuildRequest, output: str, chosen: str, roles: dict[str, str], patterns: tuple[re.Pattern[str], ...]
+) -> int:
     reporter = Reporter("build", request.report_format, request.level, results_on_stdout=output == STDOUT)
     sink = reporter.sink
     summary = None
@@ -128,7 +139,7 @@ def run(request: BuildRequest) -> int:
             capture_enabled=inputs.capture_enabled,
             payloads=request.payloads,
             attach=request.attach,
-            redactor=Redactor(request.redact_keys) if request.redact else None,
+            redactor=Redactor(request.redact_keys, patterns) if request.redact else None,
             roles=roles,
             max_line_bytes=request.max_line_bytes,
             release=gym_release(request.gym_release, chosen),

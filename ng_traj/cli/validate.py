@@ -20,6 +20,7 @@ from ng_traj.cli.output import (
 )
 from ng_traj.contract.revisions import revision_needed
 from ng_traj.diagnostics import RunError, safe_text
+from ng_traj.io.compression import is_compressed
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 
@@ -84,7 +85,7 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
                 feedback.step(f"{path.name} (dataset)")
                 result = validate_dataset(path, sink)
             else:
-                update = feedback.step(path.name, path.stat().st_size, in_bytes=True)
+                update = feedback.step(path.name, None if is_compressed(path) else path.stat().st_size, in_bytes=True)
                 result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=update)
             tally.records += result.records
             tally.invalid += result.invalid

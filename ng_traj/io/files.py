@@ -15,8 +15,6 @@ import stat
 from pathlib import Path
 from typing import BinaryIO
 
-from ng_traj.io.lines import BOM
-
 NOT_REGULAR = "not a regular file (a pipe, device or socket); not read"
 """The ``strerror`` of the ``OSError`` :func:`open_regular` raises for such a file."""
 
@@ -51,19 +49,6 @@ def read_regular(path: str | Path) -> bytes:
     """
     with open_regular(path) as handle:
         return handle.read()
-
-
-def read_line_at(path: str | Path, offset: int, size: int) -> bytes:
-    """The ``size`` bytes of the line at byte ``offset`` of ``path`` (recorded on a first read), without
-    a byte-order mark that opens the file, as the line reader reads that line.
-
-    Raises:
-        OSError: As :func:`open_regular`.
-    """
-    with open_regular(path) as handle:
-        handle.seek(offset)
-        raw = handle.read(size)
-    return raw.removeprefix(BOM) if offset == 0 else raw
 
 
 def resolved(path: Path) -> Path:

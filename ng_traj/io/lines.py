@@ -1,9 +1,10 @@
 """The JSONL line reader every source uses.
 
-Files are read in binary, split on ``\\n`` only (a U+2028 or lone ``\\r`` inside a record never splits
+Files are read in binary (gzip and Zstandard files decompressed as they are read, see
+``io/compression.py``), split on ``\\n`` only (a U+2028 or lone ``\\r`` inside a record never splits
 it), and decoded one line at a time, so memory is bounded by the longest line, never the file. Each
-line carries its 1-based number and the byte offset of its first byte. Blank lines are skipped
-silently, as NeMo Gym's capture reader does.
+line carries its 1-based number and the byte offset of its first byte (in a compressed file, of its
+decompressed text). Blank lines are skipped silently, as NeMo Gym's capture reader does.
 
 Decoding (PRODUCT.md §10.14): ``orjson`` first; a line it rejects is retried with the standard
 library parser, and kept only when the sole problem was a lone UTF-16 surrogate escape, which becomes
@@ -21,11 +22,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.compression import CompressedStreamError, open_input
 
 DEFAULT_MAX_LINE_BYTES = 1 << 30
 """Lines longer than 1 GiB are skipped with ``line_too_long``."""
@@ -147,60 +149,95 @@ def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tup
     )
 
 
-def iter_json_lines(path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> Iterator[JsonLine]:
+def iter_json_lines(
+    path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, copy: BinaryIO | None = None
+) -> Iterator[JsonLine]:
     """Yield every non-blank line of ``path`` with its decoded value or its problem.
+
+    A gzip or Zstandard file is read decompressed (``io/compression.py``): line numbers, offsets and
+    sizes are those of its text. A stream cut short or corrupt ends the file with one
+    ``compressed_stream_invalid`` error at the line it reached; the lines before it are yielded.
+
+    Args:
+        copy: Receives every byte of text read, in order (a compressed file's rows are re-read
+            from such a copy, at the same offsets).
 
     Raises:
         OSError: The file cannot be opened; callers report it as ``unreadable_file``.
     """
     name = str(path)
-    offset = 0
-    number = 0
-    with open(path, "rb", buffering=READ_BUFFER) as handle:
-        while True:
-            chunk = handle.readline(max_line_bytes + 1)
-            if not chunk:
-                return
-            number += 1
-            start = offset
-            if len(chunk) > max_line_bytes and not chunk.endswith(b"\n"):
-                size = len(chunk) + _skip_rest_of_line(handle)
-                offset += size
-                problem = _problem(
-                    (name, number, start), "error", "line_too_long", f"{size} bytes exceeds {max_line_bytes}"
-                )
-                yield JsonLine(name, number, start, size, None, problem)
-                continue
-            offset += len(chunk)
-            body = chunk.removeprefix(BOM) if number == 1 else chunk
-            if not body or body.isspace():
-                continue
-            try:
-                value, problem = orjson.loads(body), None
-            except orjson.JSONDecodeError:
-                at_eof = not chunk.endswith(b"\n")
-                value, problem = decode_line(body.strip(), (name, number, start), at_eof=at_eof)
-            yield JsonLine(name, number, start, len(chunk), value, problem)
+    position = [0, 0]  # byte offset, lines read
+    with open_input(path, READ_BUFFER) as handle:
+        try:
+            yield from _lines(handle, name, max_line_bytes, copy, position)
+        except CompressedStreamError as exc:
+            offset, number = position
+            where = (name, number + 1, offset)
+            message = f"{exc} at line {number + 1}, {offset} bytes of text in; the lines before it are kept"
+            yield JsonLine(name, number + 1, offset, 0, None, _problem(where, "error", STREAM_INVALID, message))
 
 
-def _skip_rest_of_line(handle: Any) -> int:
+STREAM_INVALID = "compressed_stream_invalid"
+"""The code of a compressed input cut short or corrupt."""
+
+
+def _lines(
+    handle: BinaryIO, name: str, max_line_bytes: int, copy: BinaryIO | None, position: list[int]
+) -> Iterator[JsonLine]:
+    """The lines of an open file; ``position`` holds the offset and count of lines read so far."""
+    while True:
+        chunk = handle.readline(max_line_bytes + 1)
+        if not chunk:
+            return
+        if copy is not None:
+            copy.write(chunk)
+        start, number = position[0], position[1] + 1
+        position[1] = number
+        if len(chunk) > max_line_bytes and not chunk.endswith(b"\n"):
+            size = len(chunk) + _skip_rest_of_line(handle, copy)
+            position[0] += size
+            problem = _problem(
+                (name, number, start), "error", "line_too_long", f"{size} bytes exceeds {max_line_bytes}"
+            )
+            yield JsonLine(name, number, start, size, None, problem)
+            continue
+        position[0] += len(chunk)
+        body = chunk.removeprefix(BOM) if number == 1 else chunk
+        if not body or body.isspace():
+            continue
+        try:
+            value, problem = orjson.loads(body), None
+        except orjson.JSONDecodeError:
+            at_eof = not chunk.endswith(b"\n")
+            value, problem = decode_line(body.strip(), (name, number, start), at_eof=at_eof)
+        yield JsonLine(name, number, start, len(chunk), value, problem)
+
+
+def _skip_rest_of_line(handle: Any, copy: BinaryIO | None) -> int:
     skipped = 0
     while True:
         piece = handle.readline(_SKIP_STEP)
+        if copy is not None:
+            copy.write(piece)
         skipped += len(piece)
         if not piece or piece.endswith(b"\n"):
             return skipped
 
 
 def read_json_objects(
-    path: str | Path, sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    path: str | Path,
+    sink: DiagnosticSink,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    copy: BinaryIO | None = None,
 ) -> Iterator[JsonLine]:
     """Yield the lines of ``path`` that hold JSON objects; report every other line to ``sink``.
 
-    A file that cannot be opened is one ``unreadable_file`` error; nothing is raised.
+    A file that cannot be opened is one ``unreadable_file`` error; nothing is raised. ``copy`` is as
+    for :func:`iter_json_lines`.
     """
     try:
-        for line in iter_json_lines(path, max_line_bytes=max_line_bytes):
+        for line in iter_json_lines(path, max_line_bytes=max_line_bytes, copy=copy):
             if line.problem is not None:
                 sink.add(line.problem)
                 if not line.ok:

@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ng_traj.io.compression import logical_name, logical_path
 from ng_traj.sources import registry  # noqa: F401  (registers the native readers)
 from ng_traj.sources.capture.store import capture_rollout_id
 from ng_traj.sources.native import READERS
@@ -34,7 +35,7 @@ def _is_capture_line(value: Any) -> bool:
 
 
 def _rollouts(s: Sniffed) -> Claim | None:
-    if s.path.suffix != ".jsonl" or not isinstance(s.first, dict) or capture_rollout_id(s.path.name):
+    if logical_path(s.path).suffix != ".jsonl" or not isinstance(s.first, dict) or capture_rollout_id(s.path.name):
         return None
     if _is_capture_line(s.first):
         return None
@@ -44,7 +45,7 @@ def _rollouts(s: Sniffed) -> Claim | None:
 
 
 def _capture_shaped(s: Sniffed) -> Claim | None:
-    if s.path.name.endswith((".capture.jsonl", ".capture.incomplete")) and not _capture(s):
+    if logical_name(s.path.name).endswith((".capture.jsonl", ".capture.incomplete")) and not _capture(s):
         return Claim("unsupported", "a capture file whose name is not a rollout id NeMo Gym could write")
     if _is_capture_line(s.first) and not _capture(s):
         return Claim("unsupported", "capture lines in a file not named <rollout_id>.capture.jsonl")

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ng_traj.io.files import open_regular
+from ng_traj.io.compression import CompressedStreamError, logical_path, open_input
 from ng_traj.io.lines import BOM, decode_line
 
 SNIFF_LINE_BYTES = 64 << 20
@@ -38,21 +38,23 @@ that any number of corrupt lines at its start cannot hide the rest."""
 
 
 def json_named(path: Path) -> bool:
-    """Whether ``path`` is named as JSON Lines (also archives such as ``x.jsonl.reset.<ts>``) or JSON."""
-    return ".jsonl" in path.name or path.suffix == ".json"
+    """Whether ``path`` is named as JSON Lines (also archives such as ``x.jsonl.reset.<ts>``) or JSON,
+    a compression suffix (``x.jsonl.gz``) aside."""
+    return ".jsonl" in path.name or logical_path(path).suffix == ".json"
 
 
 def first_record(path: Path) -> Any:
     """The first JSON value of a JSONL file (also archives such as ``x.jsonl.reset.<ts>``; among the
     first :data:`SNIFF_LINES` lines of a file otherwise named), or the whole value of a ``.json``
-    file; ``None`` when none parses. A UTF-8 byte-order mark at the start is ignored."""
+    file; ``None`` when none parses. A UTF-8 byte-order mark at the start is ignored; a gzip or
+    Zstandard file is read decompressed (up to the point its stream breaks)."""
     try:
-        with open_regular(path) as handle:
-            if path.suffix == ".json":
+        with open_input(path) as handle:
+            if logical_path(path).suffix == ".json":
                 data = handle.read(SNIFF_JSON_BYTES + 1).removeprefix(BOM).strip()
                 return _value(data) if len(data) <= SNIFF_JSON_BYTES else None
             return _first_line_value(handle, None if ".jsonl" in path.name else SNIFF_LINES)
-    except OSError:
+    except (OSError, CompressedStreamError):
         return None
 
 
@@ -86,9 +88,9 @@ def later_records(path: Path) -> Iterator[Any]:
     """The JSON values of the :data:`SNIFF_LINES` lines after the first JSON line of a JSON Lines file
     (a sniffer that cannot tell the first record, a stray fragment say, looks at these)."""
     try:
-        with open_regular(path) as handle:
+        with open_input(path) as handle:
             values = _line_values(handle, None)
             next(values, None)
             yield from itertools.islice(values, SNIFF_LINES)
-    except OSError:
+    except (OSError, CompressedStreamError):
         return

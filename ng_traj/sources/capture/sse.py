@@ -6,17 +6,28 @@ described in gym-reference.md §2.5. Gym reassembles at capture time and stores 
 ``response_raw`` (an exception mid-stream, or a capture whose reassembly failed), to derive the
 record's fields (PRODUCT.md §10.9). Truncated streams keep the partial reconstruction.
 
-Parsing: blocks split on blank lines (``\\r?\\n\\r?\\n``); the ``data:`` lines of a block (prefix removed,
-left-trimmed) joined by ``\\n``; ``[DONE]`` skipped; only payloads that parse to JSON objects kept.
+Parsing follows the server-sent events section of the WHATWG HTML standard: lines end at CRLF, a
+lone CR or a lone LF and nowhere else (a U+2028, U+0085 or form feed inside a streamed delta is text,
+not a line break); a leading U+FEFF is dropped; a line starting with ``:`` is a comment (keep-alive);
+a field's value loses one leading space after the colon, and a line without a colon is a field with an
+empty value; ``data`` values of one event are joined by ``\\n``; ``event`` sets its type; ``id`` and
+``retry`` are ignored (nothing reconnects offline); an event is dispatched at a blank line when it has
+data. Unlike the standard, a last event not followed by a blank line is still dispatched, as NeMo
+Gym's own offline reassembly does: a stream cut mid-way keeps its last complete event, and an event
+cut inside its JSON fails to parse and is skipped. ``[DONE]`` is skipped; only payloads that parse to
+JSON objects are kept, raw control characters inside their strings (a form feed in a delta) taken as
+the text they are.
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
-_BLOCK_SPLIT = re.compile(r"\r?\n\r?\n")
+_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+"""The only line breaks of an event stream."""
 
 
 def _index_order(index: Any) -> tuple[bool, Any]:
@@ -24,18 +35,36 @@ def _index_order(index: Any) -> tuple[bool, Any]:
     return (not isinstance(index, int), index if isinstance(index, int) else str(index))
 
 
-def parse_events(raw: str) -> list[dict[str, Any]]:
-    """Return the JSON-object payloads of the ``data:`` lines of an SSE text, in order."""
-    events: list[dict[str, Any]] = []
-    for block in _BLOCK_SPLIT.split(raw):
-        data = [line[5:].lstrip() for line in block.splitlines() if line.startswith("data:")]
-        if not data:
+def iter_events(raw: str) -> Iterator[tuple[str, str]]:
+    """Yield ``(event type, data)`` for every event of an SSE text; the type is ``message`` when unset."""
+    kind, data = "", []
+    for line in _LINE_BREAK.split(raw.removeprefix("\ufeff")):
+        if not line:
+            if data:
+                yield kind or "message", "\n".join(data)
+            kind, data = "", []
             continue
-        payload = "\n".join(data)
+        if line.startswith(":"):
+            continue
+        field, colon, value = line.partition(":")
+        if colon and value.startswith(" "):
+            value = value[1:]
+        if field == "data":
+            data.append(value)
+        elif field == "event":
+            kind = value
+    if data:
+        yield kind or "message", "\n".join(data)
+
+
+def parse_events(raw: str) -> list[dict[str, Any]]:
+    """Return the JSON-object payloads of the events of an SSE text, in order (``[DONE]`` skipped)."""
+    events: list[dict[str, Any]] = []
+    for _, payload in iter_events(raw):
         if payload == "[DONE]":
             continue
         try:
-            parsed = json.loads(payload)
+            parsed = json.loads(payload, strict=False)
         except ValueError:
             continue
         if isinstance(parsed, dict):

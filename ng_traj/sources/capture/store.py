@@ -27,6 +27,7 @@ from pydantic import ValidationError
 
 from ng_traj.contract.capture import ModelCallRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.compression import logical_name
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, iter_json_lines, not_an_object
 from ng_traj.sources.capture.record import derive_record, is_capture_line
 
@@ -41,8 +42,10 @@ def capture_rollout_id(name: str) -> str | None:
     """Rollout id named by a capture file or marker name, else ``None``.
 
     Only names NeMo Gym's store can write count: a non-empty id of ASCII letters, digits, ``.``, ``_``
-    and ``-`` (``CaptureStore`` rejects every other id).
+    and ``-`` (``CaptureStore`` rejects every other id). A compression suffix is dropped first:
+    ``<id>.capture.jsonl.zst`` is a capture file of ``<id>``.
     """
+    name = logical_name(name)
     for suffix in (CAPTURE_SUFFIX, INCOMPLETE_SUFFIX):
         if name.endswith(suffix) and len(name) > len(suffix):
             rollout = name[: -len(suffix)]

@@ -27,8 +27,10 @@ from typing import Any
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
-from ng_traj.io.files import open_regular, read_line_at
-from ng_traj.io.lines import decode_line, iter_json_lines
+from ng_traj.io.compression import logical_name
+from ng_traj.io.files import open_regular
+from ng_traj.io.lines import JsonLine, decode_line, iter_json_lines
+from ng_traj.io.spans import read_span, text_copy
 from ng_traj.sources.hermes import db
 from ng_traj.sources.hermes.files import (
     SessionForm,
@@ -174,18 +176,25 @@ def _index_store(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> Non
 
 
 def _index_sharegpt(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
-    for line in iter_json_lines(path):
-        if line.problem is not None:
-            sink.add(line.problem)
-        if not line.ok:
-            continue
-        if not is_sharegpt(line.value):
-            message = "not a ShareGPT trajectory (no conversations of from/value turns); skipped"
-            sink.add(Diagnostic("error", "hermes_record_invalid", message, path=str(path), line=line.line))
-            continue
-        hints = (("line", str(line.line)), ("offset", str(line.offset)), ("size", str(line.size)))
-        key = f"{path.name}:{line.line}"
-        catalogue.units.append(NativeUnit(NAME, key, (str(path),), folders=folders_of([path]), hints=hints))
+    """One unit per trajectory line, re-read later by offset (a compressed file's text is kept for it);
+    its key is ``<file name>:<line>``, any compression suffix of the name dropped."""
+    with text_copy(path) as copy:
+        for line in iter_json_lines(path, copy=copy):
+            _index_trajectory(path, line, catalogue, sink)
+
+
+def _index_trajectory(path: Path, line: JsonLine, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
+    if line.problem is not None:
+        sink.add(line.problem)
+    if not line.ok:
+        return
+    if not is_sharegpt(line.value):
+        message = "not a ShareGPT trajectory (no conversations of from/value turns); skipped"
+        sink.add(Diagnostic("error", "hermes_record_invalid", message, path=str(path), line=line.line))
+        return
+    hints = (("line", str(line.line)), ("offset", str(line.offset)), ("size", str(line.size)))
+    key = f"{logical_name(path.name)}:{line.line}"
+    catalogue.units.append(NativeUnit(NAME, key, (str(path),), folders=folders_of([path]), hints=hints))
 
 
 def _holds_sharegpt(path: Path) -> bool:
@@ -322,7 +331,7 @@ def _sharegpt_unit(unit: NativeUnit, sink: DiagnosticSink) -> Tree:
     hints = dict(unit.hints)
     path, line = Path(unit.paths[0]), int(hints["line"])
     try:
-        raw = read_line_at(path, int(hints["offset"]), int(hints["size"]))
+        raw = read_span(path, int(hints["offset"]), int(hints["size"]))
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         raw = b"{}"

@@ -25,7 +25,7 @@ import orjson
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.files import open_regular
+from ng_traj.io.compression import CompressedStreamError, logical_name, open_input
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
@@ -84,15 +84,16 @@ def is_pi_family(first: Any) -> bool:
 
 def pinchbench_run(path: Path) -> str | None:
     """The run id of a PinchBench root transcript ``<task>_<run_id>/<task>.jsonl``, else ``None``."""
-    stem, folder = path.name.removesuffix(".jsonl"), path.parent.name
-    if path.suffix == ".jsonl" and folder.startswith(f"{stem}_") and len(folder) > len(stem) + 1:
+    name = logical_name(path.name)
+    stem, folder = name.removesuffix(".jsonl"), path.parent.name
+    if name.endswith(".jsonl") and folder.startswith(f"{stem}_") and len(folder) > len(stem) + 1:
         return folder[len(stem) + 1 :]
     return None
 
 
 def _has_openclaw_entries(path: Path) -> bool:
     try:
-        with open_regular(path) as handle:
+        with open_input(path) as handle:
             for raw in itertools.islice(handle, PEEK_LINES):
                 try:
                     value = orjson.loads(raw)
@@ -101,7 +102,7 @@ def _has_openclaw_entries(path: Path) -> bool:
                 kind = value.get("customType") if isinstance(value, dict) else None
                 if isinstance(kind, str) and kind.startswith(OPENCLAW_CUSTOM):
                     return True
-    except OSError:
+    except (OSError, CompressedStreamError):
         return False
     return False
 

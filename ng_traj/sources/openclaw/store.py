@@ -10,9 +10,10 @@ disagree is excluded with ``subagent_parent_ambiguous``; parent links that form 
 cut at the cycle's smallest key, reported (``parent_cycle``) and given ``cyclic_subagent_parent``;
 order is root, then layer by layer with children sorted by key. A transcript is found by the
 basename of ``sessionFile`` inside the store's own folder, then ``<sessionId>.jsonl``, then
-(ng-traj) the newest ``<sessionId>.jsonl.reset.*`` / ``.deleted.*`` archive; it must be a regular
-file, not a symlink, inside the agents root (one that is not is reported when the tree is loaded:
-``session_path_refused``). A missing transcript gives ``agent_transcript_unavailable``
+(ng-traj) the newest ``<sessionId>.jsonl.reset.*`` / ``.deleted.*`` archive; a compressed copy
+(``<name>.gz``, ``.zst``, ``.zstd``) of a named file stands for it when the file itself is absent.
+It must be a regular file, not a symlink, inside the agents root (one that is not is reported when
+the tree is loaded: ``session_path_refused``). A missing transcript gives ``agent_transcript_unavailable``
 (invocation = key, detail = sessionId). Entries of the wrong shape are reported
 (``openclaw_entry_invalid``) when the stores are indexed.
 """
@@ -28,6 +29,7 @@ import orjson
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.compression import SUFFIXES
 from ng_traj.io.files import read_regular
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 
@@ -162,7 +164,7 @@ def _names(entry: StoreEntry) -> list[str]:
         names.append(Path(entry.session_file.replace("\\", "/")).name)
     if entry.session_id:
         names.append(f"{entry.session_id}.jsonl")
-    return names
+    return [variant for name in names for variant in (name, *(name + suffix for suffix in SUFFIXES))]
 
 
 def _usable(candidate: Path, resolved_root: Path) -> bool:

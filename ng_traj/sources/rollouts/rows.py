@@ -21,8 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.diagnostics import safe_text
-from ng_traj.io.files import read_line_at
+from ng_traj.io.compression import logical_name
 from ng_traj.io.lines import decode_line
+from ng_traj.io.spans import read_span
 
 EXPLICIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 TASK_KEYS = ("task_id", "problem_id", "instance_id")
@@ -133,19 +134,22 @@ def recorded_run_ids(row: dict[str, Any]) -> tuple[str, ...]:
 def run_name(path: Path) -> str:
     """The run a rollouts file belongs to: the main file's path (itself, or the main file of a sidecar).
 
-    Runs are told apart by path, so two folders' ``rollouts.jsonl`` are two runs.
+    Runs are told apart by path, so two folders' ``rollouts.jsonl`` are two runs. A compression
+    suffix is not part of the run: ``rollouts.jsonl.gz`` and ``rollouts_failures.jsonl.zst`` are the
+    run ``rollouts.jsonl``, as they were before they were compressed.
     """
-    if path.name.endswith(FAILURES_SUFFIX):
-        return str(path.with_name(path.name[: -len(FAILURES_SUFFIX)] + ".jsonl"))
-    return str(path)
+    name = logical_name(path.name)
+    if name.endswith(FAILURES_SUFFIX):
+        return str(path.with_name(name[: -len(FAILURES_SUFFIX)] + ".jsonl"))
+    return str(path.with_name(name))
 
 
 def load_row(path: str, line: int, offset: int, size: int) -> Any:
     """Read and decode again the row first read at ``line`` (``offset``, ``size`` bytes) of ``path``.
 
-    Repairs (lone surrogates) were reported on the first read and are applied silently here. A UTF-8
-    byte-order mark opening the file is not part of the first row, as on the first read.
+    Repairs (lone surrogates) were reported on the first read and are applied silently here. In a
+    compressed file, ``offset`` is in its decompressed text (``io/spans.py``).
     """
-    raw = read_line_at(path, offset, size)
+    raw = read_span(path, offset, size)
     value, _ = decode_line(raw.strip(), (path, line, offset), at_eof=False)
     return value

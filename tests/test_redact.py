@@ -1,0 +1,199 @@
+"""--redact: the credential shapes masked in text, the look-alikes left alone, keys, depth, --redact-pattern."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import run_cli
+from ng_traj.redact import MASK, Redactor, compile_patterns
+
+FAKE = "A1b2C3d4E5f6G7h8J9k0"
+"""Twenty characters of a made-up token body."""
+
+SECRETS = {
+    "openai": ("key sk-" + FAKE + FAKE, "key " + MASK),
+    "openai_project": ("sk-proj-" + FAKE + "_" + FAKE, MASK),
+    "anthropic": ("sk-ant-api03-" + FAKE * 4 + "-AA", MASK),
+    "nvidia": ("NVIDIA_KEY=nvapi-" + FAKE * 3, "NVIDIA_KEY=" + MASK),
+    "github_classic": ("ghp_" + FAKE + "abcdefghijklmnop", MASK),
+    "github_oauth": ("gho_" + FAKE + "abcdefghijklmnop", MASK),
+    "github_fine_grained": ("github_pat_11" + FAKE + "_" + FAKE + FAKE, MASK),
+    "gitlab": ("glpat-" + FAKE, MASK),
+    "aws_key_id": ("id AKIAIOSFODNN7EXAMPLE here", f"id {MASK} here"),
+    "aws_temporary_key_id": ("ASIAIOSFODNN7EXAMPLE", MASK),
+    "aws_secret_assignment": (
+        "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        "aws_secret_access_key = " + MASK,
+    ),
+    "aws_secret_env": (
+        "export AWS_SECRET_ACCESS_KEY='wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY'",
+        f"export AWS_SECRET_ACCESS_KEY='{MASK}'",
+    ),
+    "google": ("AIza" + FAKE + "abcdefghijklmno", MASK),
+    "google_oauth": ("ya29." + FAKE, MASK),
+    "slack_bot": ("xoxb-1234567890-" + FAKE, MASK),
+    "slack_user": ("xoxp-1234567890-" + FAKE, MASK),
+    "huggingface": ("hf_" + FAKE + "abcdefghijklmn", MASK),
+    "stripe_secret": ("sk_live_" + FAKE, MASK),
+    "stripe_restricted": ("rk_test_" + FAKE, MASK),
+    "jwt": (
+        "token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U end",
+        f"token {MASK} end",
+    ),
+    "jwt_unsigned": ("eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0.", MASK),
+    "bearer": ("Bearer abc123.def456", MASK),
+    "bearer_lowercase": ("use bearer abc123def456 now", f"use {MASK} now"),
+    "bearer_uppercase": ("BEARER abc123def456", MASK),
+    "basic": ("Basic dXNlcjpwYXNzd29yZA==", MASK),
+    "authorization_header": ('curl -H "Authorization: Basic dXNlcjpwYXNz" x', f'curl -H "Authorization: {MASK}" x'),
+    "authorization_json": ('{"Authorization": "Token abcdefgh"}', '{"Authorization": "' + MASK + '"}'),
+    "url_credentials": (
+        "clone https://user:s3cr3t@example.com/repo.git",
+        f"clone https://user:{MASK}@example.com/repo.git",
+    ),
+    "url_credentials_postgres": ("postgresql://app:hunter2@db:5432/x", f"postgresql://app:{MASK}@db:5432/x"),
+    "private_key": (
+        "-----BEGIN RSA PRIVATE KEY-----\nMIIEpAIBAAKCAQEA\n-----END RSA PRIVATE KEY-----\nafter",
+        MASK + "\nafter",
+    ),
+    "private_key_openssh": (
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nb3BlbnNzaA==\n-----END OPENSSH PRIVATE KEY-----",
+        MASK,
+    ),
+    "private_key_cut_short": ("-----BEGIN PRIVATE KEY-----\nMIIEvQIBADANBg", MASK),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(SECRETS))
+def test_secret_shapes_are_masked(shape):
+    text, expected = SECRETS[shape]
+    assert Redactor().text(text) == expected
+
+
+NOT_SECRETS = [
+    "sk-learn-compatible-estimators",
+    "the bearer of bad news",
+    "a bearer instrument is payable to whoever holds it",
+    "Basic arithmetic and basic concepts",
+    "authorization is required for this endpoint",
+    "Authorization: required",
+    "https://example.com:8080/path?q=a:b",
+    "see https://docs.example.com/api/v1/keys#rotate",
+    "git@github.com:org/repo.git",
+    "mailto:someone@example.com",
+    "max_output_tokens=512 prompt_tokens=10",
+    "AKIA is a prefix of AWS key ids",
+    "eyJ alone is not a token",
+    "ghp_short",
+    "hf_hub_download(repo_id)",
+    "nvapi-",
+    "BEGIN PRIVATE KEY without dashes",
+    "user:pass@host without a scheme",
+]
+
+
+@pytest.mark.parametrize("text", NOT_SECRETS)
+def test_look_alikes_are_not_masked(text):
+    assert Redactor().text(text) == text
+
+
+def test_keys_are_exact_names_and_usage_fields_stay():
+    value = {
+        "api-key": "x",
+        "NVIDIA_API_KEY": "y",
+        "token": "Hello",
+        "logprob": -0.5,
+        "max_output_tokens": 512,
+        "password": "",
+        "secret": None,
+        "tokens": [{"token": "a"}],
+    }
+    assert Redactor().value(value) == {
+        "api-key": MASK,
+        "NVIDIA_API_KEY": MASK,
+        "token": "Hello",
+        "logprob": -0.5,
+        "max_output_tokens": 512,
+        "password": "",
+        "secret": None,
+        "tokens": [{"token": "a"}],
+    }
+
+
+def test_values_nested_a_thousand_deep_are_masked_without_recursion():
+    depth = 5000
+    value: object = {"api_key": "k", "text": "sk-" + FAKE}
+    for index in range(depth):
+        value = [value] if index % 2 else {"next": value}
+    masked = Redactor().value(value)
+    for index in reversed(range(depth)):
+        masked = masked[0] if index % 2 else masked["next"]
+    assert masked == {"api_key": MASK, "text": MASK}
+
+
+def test_key_order_is_kept():
+    value = {"b": 1, "api_key": "x", "a": {"z": 1, "y": "Bearer abc12345"}}
+    masked = Redactor().value(value)
+    assert json.dumps(masked) == json.dumps({"b": 1, "api_key": MASK, "a": {"z": 1, "y": MASK}})
+
+
+def test_extra_patterns_mask_the_whole_match_or_the_secret_group():
+    patterns = compile_patterns([r"acme-[0-9]{6}", r"pin=(?P<secret>\d+)", r"\b"])
+    redactor = Redactor(extra_patterns=patterns)
+    assert redactor.text("id acme-123456, pin=0042; xyz") == f"id {MASK}, pin={MASK}; xyz"
+
+
+def test_an_invalid_pattern_is_named():
+    with pytest.raises(ValueError, match=r"--redact-pattern '\(unclosed' is not a regular expression"):
+        compile_patterns(["(unclosed"])
+
+
+def _rollouts(tmp_path, content: str):
+    row = {
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "responses_create_params": {"input": [{"role": "user", "content": content}]},
+        "response": {"output": []},
+    }
+    path = tmp_path / "rollouts.jsonl"
+    path.write_text(json.dumps(row) + "\n")
+    return path
+
+
+def test_build_redact_pattern_masks_the_output(tmp_path):
+    rollouts = _rollouts(tmp_path, "ticket ACME-778899 with nvapi-" + FAKE * 2)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", rollouts, "-o", out, "--redact-pattern", r"ACME-\d+")
+    assert result.exit_code == 0, result.stderr
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["invocations"][0]["conversation"][0]["content"] == f"ticket {MASK} with {MASK}"
+    assert "ACME-778899" in rollouts.read_text()
+
+
+def test_build_invalid_redact_pattern_is_a_usage_error(tmp_path):
+    rollouts = _rollouts(tmp_path, "x")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", rollouts, "-o", out, "--redact-pattern", "[a-")
+    assert result.exit_code == 2
+    assert "--redact-pattern '[a-' is not a regular expression" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_build_attach_redacts_a_row_nested_six_hundred_deep(tmp_path):
+    nested = '"sk-' + FAKE + '"'
+    for _ in range(600):
+        nested = '{"n":' + nested + "}"
+    row = (
+        '{"_ng_task_index":0,"_ng_rollout_index":0,"responses_create_params":{"input":[],"metadata":'
+        + nested
+        + '},"response":{"output":[]}}\n'
+    )
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text(row)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", rollouts, "-o", out, "--attach", "--redact")
+    assert result.exit_code == 0, result.stderr
+    text = out.read_text()
+    assert text.count(MASK) == 1 and "sk-" + FAKE not in text and text.count('{"n":') == 600
