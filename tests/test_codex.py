@@ -252,3 +252,30 @@ def test_jobs_and_input_order_do_not_change_the_output(tmp_path):
         assert run_cli("build", *order, "-o", out, "--jobs", jobs).exit_code == 0
         outputs.append(out.read_bytes())
     assert outputs[0] == outputs[1]
+
+
+def test_a_row_bundle_of_the_same_producer_wins_over_the_rollouts(tmp_path):
+    sessions = tmp_path / "sessions" / "0-0"
+    shutil.copytree(CODEX / "fork_tree", sessions)
+    bundle = {
+        "source": "codex",
+        "records": [{"kind": "agent_invocation", "invocation_id": "root"}],
+        "gaps": [],
+    }
+    row = {
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "responses_create_params": {"input": [{"role": "user", "content": "Split the work."}]},
+        "response": {"id": "r-0-0", "output": []},
+        "reward": 1.0,
+        "ng_agent_observations": bundle,
+    }
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = run_json("build", rollouts, tmp_path / "sessions", "-o", out)
+    assert result.exit_code == 0
+    assert [d["code"] for d in result.diagnostics if d["code"] == "native_superseded"] == ["native_superseded"]
+    (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    ids = [i["invocation_id"] for i in record["invocations"]]
+    assert ids[0] == "root" and F_PARENT not in ids  # the empty bundle root also gets the row fallback
