@@ -279,3 +279,89 @@ def test_a_row_bundle_of_the_same_producer_wins_over_the_rollouts(tmp_path):
     (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     ids = [i["invocation_id"] for i in record["invocations"]]
     assert ids[0] == "root" and F_PARENT not in ids  # the empty bundle root also gets the row fallback
+
+
+def _envelope(kind: str, payload: dict, second: int = 0) -> dict:
+    return {"timestamp": f"2026-06-20T01:00:{second:02d}.000Z", "type": kind, "payload": payload}
+
+
+def _thread(thread: str, parent: str | None = None, calls: tuple[tuple[str, str], ...] = ()) -> list[dict]:
+    """A small 0.142 rollout: meta, a user message, ``spawn_agent`` calls with their outputs, an answer."""
+    source = {"subagent": {"thread_spawn": {"parent_thread_id": parent, "depth": 1}}} if parent else "cli"
+    lines = [
+        _envelope("session_meta", {"id": thread, "cli_version": "0.142.0", "source": source}),
+        _envelope(
+            "response_item", {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "go"}]}
+        ),
+    ]
+    for call_id, output in calls:
+        lines.append(
+            _envelope(
+                "response_item", {"type": "function_call", "name": "spawn_agent", "arguments": "{}", "call_id": call_id}
+            )
+        )
+        lines.append(_envelope("response_item", {"type": "function_call_output", "call_id": call_id, "output": output}))
+    return lines
+
+
+def _write(path: Path, lines: list) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return path
+
+
+A = "019ede40-0000-7000-8000-0000000000a1"
+B = "019ede41-0000-7000-8000-0000000000b2"
+
+
+def test_a_cut_session_meta_takes_the_thread_id_from_the_file_name(tmp_path):
+    lines = _thread(A)
+    path = _write(tmp_path / "in" / f"rollout-2026-06-20T09-00-00-{A}.jsonl", [json.dumps(lines[0])[:40], *lines[1:]])
+    out = tmp_path / "out.jsonl"
+    result = run_json("build", path, "-o", out)
+    assert result.exit_code == 0
+    assert [d["code"] for d in result.diagnostics if d["code"].startswith(("codex", "invalid_json"))] == [
+        "invalid_json",
+        "codex_session_meta_missing",
+    ]
+    (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [(i["invocation_id"], len(i["conversation"])) for i in record["invocations"]] == [(A, 1)]
+
+
+def test_a_repeated_thread_is_read_once(tmp_path):
+    folder = tmp_path / "in"
+    _write(folder / f"rollout-2026-06-20T09-00-00-{A}.jsonl", _thread(A))
+    _write(folder / f"rollout-2026-06-20T09-00-00-{A}_reverted.jsonl", _thread(A))
+    out = tmp_path / "out.jsonl"
+    result = run_json("build", folder, "-o", out)
+    repeated = [d for d in result.diagnostics if d["code"] == "codex_thread_repeated"]
+    assert [Path(d["path"]).name for d in repeated] == [f"rollout-2026-06-20T09-00-00-{A}_reverted.jsonl"]
+    (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert [i["invocation_id"] for i in record["invocations"]] == [A]
+
+
+def test_two_spawn_calls_naming_one_child_are_ambiguous(tmp_path):
+    folder = tmp_path / "in"
+    _write(folder / "rollout-parent.jsonl", _thread(A, calls=(("call_1", f"started {B}"), ("call_2", f"again {B}"))))
+    _write(folder / "rollout-child.jsonl", _thread(B, parent=A))
+    (record,) = _build(tmp_path, folder)
+    assert [
+        (i["invocation_id"], i["parent_invocation_id"], i["spawned_by_tool_call_id"]) for i in record["invocations"]
+    ] == [
+        (A, None, None),
+        (B, A, None),
+    ]
+    assert ("subagent_spawn_ambiguous", B, None) in _gaps(record)
+    assert not [g for g in _gaps(record) if g[0] == "subagent_transcript_missing"]
+
+
+def test_threads_naming_each_other_as_parents_are_broken_at_the_smallest(tmp_path):
+    folder = tmp_path / "in"
+    _write(folder / "rollout-a.jsonl", _thread(A, parent=B))
+    _write(folder / "rollout-b.jsonl", _thread(B, parent=A))
+    out = tmp_path / "out.jsonl"
+    result = run_json("build", folder, "-o", out)
+    assert [d["code"] for d in result.diagnostics if d["code"] == "parent_cycle"] == ["parent_cycle"]
+    (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    assert record["rollout_id"] == A
+    assert [(i["invocation_id"], i["parent_invocation_id"]) for i in record["invocations"]] == [(A, None), (B, A)]
