@@ -365,3 +365,47 @@ def test_threads_naming_each_other_as_parents_are_broken_at_the_smallest(tmp_pat
     (record,) = [orjson.loads(line) for line in out.read_bytes().splitlines()]
     assert record["rollout_id"] == A
     assert [(i["invocation_id"], i["parent_invocation_id"]) for i in record["invocations"]] == [(A, None), (B, A)]
+
+
+def test_a_captured_call_joins_by_its_tool_call_ids(tmp_path):
+    """Codex writes no response ids: the child's exec call is matched to the captured call by its call id."""
+    shutil.copytree(CODEX / "fork_tree", tmp_path / "sessions" / "0-0")
+    row = {
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "responses_create_params": {"input": [{"role": "user", "content": "Split the work."}]},
+        "response": {"id": "r-0-0", "output": []},
+        "reward": 1.0,
+    }
+    _write(tmp_path / "rollouts.jsonl", [row])
+    captured = {
+        "model_call_id": "000000000000000000000000000000c1",
+        "dialect": "responses",
+        "model_ref": {"type": "responses_api_models", "name": "policy_model"},
+        "started_at": 1781917201.2,
+        "completed_at": 1781917202.0,
+        "status_code": 200,
+        "request": {"model": "gpt-5.5", "input": []},
+        "response": {
+            "id": "resp_c1",
+            "object": "response",
+            "model": "gpt-5.5",
+            "output": [
+                {
+                    "type": "function_call",
+                    "call_id": "call_exec_1",
+                    "name": "exec_command",
+                    "arguments": "{}",
+                    "id": "fc_1",
+                }
+            ],
+            "usage": {"input_tokens": 3200, "output_tokens": 20, "total_tokens": 3220},
+        },
+    }
+    _write(tmp_path / "capture" / "0-0.capture.jsonl", [captured])
+    (record,) = _build(tmp_path, tmp_path / "rollouts.jsonl", tmp_path / "capture", tmp_path / "sessions")
+    child = next(i for i in record["invocations"] if i["invocation_id"] == F_CHILD)
+    assert [ref["model_call_id"] for ref in child["model_calls"]] == ["000000000000000000000000000000c1"]
+    ids = [call["model_call_id"] for call in record["model_calls"]]
+    assert ids.count("000000000000000000000000000000c1") == 1
+    assert ids.count(None) == 6  # the other native calls keep their transcript usage
