@@ -409,3 +409,20 @@ def test_a_captured_call_joins_by_its_tool_call_ids(tmp_path):
     ids = [call["model_call_id"] for call in record["model_calls"]]
     assert ids.count("000000000000000000000000000000c1") == 1
     assert ids.count(None) == 6  # the other native calls keep their transcript usage
+
+
+def test_an_exec_command_end_gives_the_exit_code_but_no_start():
+    from ng_traj.sources.codex.observe import tools
+    from ng_traj.sources.codex.rollout import Record
+
+    records = [
+        Record(
+            2, 10.0, "response_item", {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"}
+        ),
+        Record(3, 12.0, "event_msg", {"type": "exec_command_end", "call_id": "c1", "exit_code": 1}),
+        Record(4, 12.5, "response_item", {"type": "function_call_output", "call_id": "c1", "output": "boom"}),
+    ]
+    gaps = []
+    (tool,) = tools(records, "t", gaps)
+    assert (tool.status, tool.started_at, tool.completed_at) == ("failed", None, 12.5)
+    assert [(g.code, g.detail) for g in gaps] == [("tool_timing_unavailable", "c1")]

@@ -18,14 +18,15 @@ the output proves: its record time is the completion, and the header Codex's exe
 (``Wall time: <s> seconds``, ``Process exited with code <n>``), or a pre-envelope output's
 ``metadata`` (``exit_code``, ``duration_seconds``), gives the duration (start = completion - wall
 time, when the output has a time) and the status (0 completed, else failed); an
-``exec_command_end`` event with the same call id gives the exit code. No start is ever taken from the calling record.
+``exec_command_end`` event with the same call id gives the exit code. No start is ever taken from
+the calling record.
 
 Model calls. Codex writes no response ids. After each model response it writes ``event_msg/
 token_count`` with the thread's cumulative ``total_token_usage``; it also re-emits unchanged totals
 (rate-limit refreshes), and a fork replays its parent's rows. A native call is a ``token_count``
 whose total exceeds the highest total seen before it (the copied prefix included): its usage is the
-difference of the totals (``last_token_usage`` when the totals start again lower), with Codex's
-inclusive convention kept: ``prompt = input_tokens`` (cached included), ``cached =
+difference of the totals (its ``last_token_usage`` when a count other than the total went down),
+with Codex's inclusive convention kept: ``prompt = input_tokens`` (cached included), ``cached =
 cached_input_tokens``, ``completion = output_tokens``, ``reasoning = reasoning_output_tokens``. Its
 tool-call ids are the function calls issued since the previous call.
 """
