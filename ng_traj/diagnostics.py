@@ -94,6 +94,10 @@ BUILD_CODES: dict[str, str] = {
     "hermes_time_invalid": "a state.db session's started_at or ended_at that is not a time; no duration",
     "hermes_message_repeated": "a gateway transcript line that repeats an earlier message whole (its time included); read once",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
+    "codex_record_unknown": "Codex rollout records (or response or completed items) of a type the reader does not know; skipped, counted and named with the file's cli_version",
+    "codex_session_meta_missing": "a Codex rollout whose first record is not a readable session_meta; its thread id is taken from the file name",
+    "codex_thread_repeated": "two Codex rollout files with one thread id; the first in path order is read",
+    "codex_turns_unavailable": "a Codex rollout with records but no turns the reader can find; its invocation has no conversation",
     "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""

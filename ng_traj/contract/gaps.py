@@ -192,6 +192,11 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "a captured call kept no request or response body (a collector attachment without payloads) and the "
         "row's judge record supplied it; detail is <location>:<response_id>"
     ),
+    "agent_context_copied": (
+        "a forked sub-agent's transcript repeats its parent's history: that part is counted once, in the "
+        "parent, and kept out of the sub-agent's conversation and model calls; detail names the copied "
+        "entries (lines=<first>-<last> for Codex)"
+    ),
     "model_call_from_judge_record": (
         "a judge call known only from the rollout row's judge record (no captured call matched): metadata and "
         "token counts derive from the recorded response; detail is <location>:<response_id>"

@@ -59,12 +59,6 @@ def _claude_code(s: Sniffed) -> Claim | None:
     return None
 
 
-def _codex(s: Sniffed) -> Claim | None:
-    if isinstance(s.first, dict) and s.first.get("type") == "session_meta":
-        return Claim("unsupported", "Codex rollout transcript (not read yet)")
-    return None
-
-
 def _opencode(s: Sniffed) -> Claim | None:
     if isinstance(s.first, dict) and {"info", "messages"} <= s.first.keys():
         return Claim("unsupported", "OpenCode export (not read yet)")
@@ -83,7 +77,6 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _rollouts,
     _capture_shaped,
     _claude_code,
-    _codex,
     _opencode,
     _trajectories,
 ]
