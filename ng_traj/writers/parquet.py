@@ -347,6 +347,8 @@ def _table_rows(path: Path, name: str) -> Iterator[dict[str, Any]]:
     missing = [f.name for f in SCHEMAS[name] if f.name not in handle.schema_arrow.names]
     if missing:
         raise DatasetError(f"{path}: missing column(s) {', '.join(missing)}")
+    if handle.metadata.num_row_groups == 0:  # pyarrow 18.0.0's iter_batches raises OSError for these
+        return iter(())
     columns = SCHEMAS[name].names
     return (row for batch in handle.iter_batches(_BATCH_ROWS, columns=columns) for row in batch.to_pylist())
 
