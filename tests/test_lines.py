@@ -63,3 +63,13 @@ def test_unreadable_file_is_one_diagnostic(tmp_path):
     found = []
     assert list(read_json_objects(tmp_path / "missing.jsonl", DiagnosticSink(found.append))) == []
     assert [d.code for d in found] == ["unreadable_file"]
+
+
+def test_nesting_deeper_than_orjson_allows_is_invalid_json_on_every_python(tmp_path):
+    # Python 3.12+ decodes 3000 levels where orjson stops at 1024; the line is still one invalid line.
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"a":1}\n' + b"[" * 3000 + b"]" * 3000 + b'\n{"a":3}\n')
+    found = []
+    values = [line.value for line in read_json_objects(path, DiagnosticSink(found.append))]
+    assert values == [{"a": 1}, {"a": 3}]
+    assert [(d.line, d.offset, d.severity, d.code) for d in found] == [(2, 8, "error", "invalid_json")]

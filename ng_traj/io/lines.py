@@ -140,7 +140,10 @@ def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tup
         return None, _problem(where, "error", code, _position(reason))
     try:
         fixed, changed = _replace_surrogates(value)
-    except RecursionError:  # nested deeper than the repair can walk (Python 3.12+ parse deeper than 3.11)
+    except RecursionError:
+        # From Python 3.12 the standard library decodes nesting deeper than orjson's limit of 1024
+        # levels (its C recursion is no longer bounded by the Python recursion limit); the walk for
+        # lone surrogates, a Python recursion, cannot follow. Such a line is as invalid as orjson said.
         changed = 0
     if not changed:
         return None, _problem(where, "error", "invalid_json", _position(reason))

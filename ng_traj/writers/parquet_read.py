@@ -70,6 +70,8 @@ def _table_rows(path: Path, name: str, files: list[str]) -> Iterator[dict[str, A
     columns = SCHEMAS[name].names
     for relative in files:
         with pq.ParquetFile(path / relative) as handle:
+            if handle.metadata.num_row_groups == 0:  # pyarrow 18.0.0's iter_batches raises OSError for these
+                continue
             for batch in handle.iter_batches(_BATCH_ROWS, columns=columns):
                 yield from batch.to_pylist()
 
