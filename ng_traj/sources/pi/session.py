@@ -37,12 +37,27 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 
-MILLISECOND_THRESHOLD = 1e11
-"""Numbers at or above this are Unix milliseconds, below it seconds (gym-reference §7.4.5)."""
+EPOCH_UNITS = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6))
+"""Epoch numbers below each bound are in the unit of that many per second; larger ones are nanoseconds.
+
+Since 2001 an epoch time is about 1e9 in seconds, 1e12 in milliseconds, 1e15 in microseconds and 1e18 in
+nanoseconds, so the unit shows in the magnitude: below 1e11 seconds, below 1e14 milliseconds, below 1e17
+microseconds, else nanoseconds. Only epoch times are read this way, never durations."""
+
+NANOSECONDS = 1e9
+
+
+def epoch_seconds(value: float) -> float:
+    """An epoch number in seconds, milliseconds, microseconds or nanoseconds as seconds (by magnitude)."""
+    for bound, per_second in EPOCH_UNITS:
+        if value < bound:
+            return float(value) / per_second
+    return float(value) / NANOSECONDS
 
 
 def timestamp_seconds(value: Any) -> float | None:
-    """A pi/OpenClaw time as UTC Unix seconds: ms or s numbers, or ISO strings (naive read as UTC).
+    """A pi/OpenClaw time as UTC Unix seconds: an epoch number in s, ms, µs or ns (``EPOCH_UNITS``), or
+    an ISO string (naive read as UTC).
 
     Booleans, negatives, non-finite numbers and unparseable strings give ``None``.
     """
@@ -51,7 +66,7 @@ def timestamp_seconds(value: Any) -> float | None:
     if isinstance(value, int | float):
         if not isfinite(value) or value < 0:
             return None
-        return float(value) / 1000 if value >= MILLISECOND_THRESHOLD else float(value)
+        return epoch_seconds(value)
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
