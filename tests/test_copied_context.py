@@ -16,6 +16,8 @@ from test_hermes_golden import materialise
 
 from conftest import FIXTURES, run_cli
 from ng_traj.checks import check_line
+from ng_traj.sources.pi.forks import fork_parents
+from ng_traj.sources.pi.session import Session
 
 N = None
 
@@ -212,3 +214,53 @@ def test_hermes_compression_continuation_tail_counted_once(tmp_path: Path) -> No
         "message",
     ]
     assert f"warning[context_copied]: session {b}: 3 messages copy messages of the session it continues" in stderr
+
+
+def test_openclaw_transcripts_without_a_store_join_by_parent_session(tmp_path: Path) -> None:
+    sessions = FIXTURES / "openclaw" / "copied_context" / "input" / "agents" / "main" / "sessions"
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "oc-main.jsonl").write_bytes((sessions / "oc-main.jsonl").read_bytes())
+    header, *rest = (sessions / "oc-topic.jsonl").read_bytes().splitlines(keepends=True)
+    forked = {**orjson.loads(header), "parentSession": "C:\\Users\\claw\\.openclaw\\sessions\\oc-main.jsonl"}
+    (loose / "oc-topic.jsonl").write_bytes(orjson.dumps(forked) + b"\n" + b"".join(rest))
+    produced, _ = _build(loose, tmp_path)
+    (record,) = [orjson.loads(line) for line in produced.splitlines()]
+    # No store: invocation ids are header ids. oc-main: 3 calls (100/10, 200/20, 150/15), 2 tools;
+    # oc-topic (a fork by its header, named by a Windows path): 2 calls (300/30, 50/5), 1 tool, after
+    # its copies of the prelude, u1, a1 and r1. 5 calls, 3 tools, prompt 800, completion 80, total 880.
+    assert _totals(record) == (5, 3, 800, 80, 880)
+    assert [(i["invocation_id"], i["parent_invocation_id"]) for i in record["invocations"]] == [
+        ("oc-main", N),
+        ("oc-topic", "oc-main"),
+    ]
+    assert _copied(record) == [
+        ("oc-main", "entries=b1000004,b1000005"),
+        ("oc-topic", "entries=aa000000,aa000001,aa000002,b1000001,b1000002,b1000003"),
+    ]
+
+
+def test_fork_parents_by_path_then_by_unique_file_name() -> None:
+    def session(path: str, parent: str | None) -> Session:
+        return Session(path, Path(path).stem, header={"type": "session", "parentSession": parent} if parent else None)
+
+    sessions = {
+        "/runs/a/p.jsonl": session("/runs/a/p.jsonl", None),
+        "/runs/b/p.jsonl": session("/runs/b/p.jsonl", None),
+        "/runs/a/by-path.jsonl": session("/runs/a/by-path.jsonl", "/runs/b/p.jsonl"),  # the path decides
+        "/runs/a/relative.jsonl": session("/runs/a/relative.jsonl", "p.jsonl"),  # beside it
+        "/runs/a/two-names.jsonl": session("/runs/a/two-names.jsonl", "/host/p.jsonl"),  # two p.jsonl: none
+        "/runs/a/by-name.jsonl": session("/runs/a/by-name.jsonl", "C:\\host\\by-path.jsonl"),
+        "/runs/a/nul.jsonl": session("/runs/a/nul.jsonl", "x\x00/relative.jsonl"),  # text only, never opened
+        "/runs/a/self.jsonl": session("/runs/a/self.jsonl", "self.jsonl"),
+    }
+    assert fork_parents(sessions) == {
+        "/runs/a/p.jsonl": N,
+        "/runs/b/p.jsonl": N,
+        "/runs/a/by-path.jsonl": "/runs/b/p.jsonl",
+        "/runs/a/relative.jsonl": "/runs/a/p.jsonl",
+        "/runs/a/two-names.jsonl": N,
+        "/runs/a/by-name.jsonl": "/runs/a/by-path.jsonl",
+        "/runs/a/nul.jsonl": "/runs/a/relative.jsonl",
+        "/runs/a/self.jsonl": N,
+    }

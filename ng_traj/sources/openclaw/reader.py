@@ -11,7 +11,9 @@ Units: each tree of a store (a root key and its sub-agents, in NeMo Gym's lineag
 ids are session keys, children carry ``subagent_spawn_tool_unavailable`` because OpenClaw records no
 spawning call); each PinchBench run (root = the transcript's header id, run id from the folder
 name); and each transcript no store entry names (invocation id = its header id, with the reference's
-``subagent_hierarchy_unavailable``). Invocation status stays ``unknown``, as in the reference.
+``subagent_hierarchy_unavailable``), joined by the transcripts forked from it (header ``parentSession``,
+``sources/pi/forks.py``) as its child invocations. Invocation status stays ``unknown``, as in the
+reference.
 
 Copied context (``sources/pi/copies.py``): the transcripts of a tree are read root first, each compared
 with the ones before it, so what a fork copies from its parent is counted in the parent only; a
@@ -43,6 +45,7 @@ from ng_traj.sources.openclaw.store import (
     tree_roots,
 )
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
+from ng_traj.sources.pi.forks import fork_parents, fork_tree, observe_forks
 from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
 from ng_traj.sources.pi.session import read_session
 from ng_traj.sources.sniff import Claim, Sniffed
@@ -169,9 +172,7 @@ class OpenClawReader:
         for root, store_paths in sorted(stores_by_root.items()):
             stores = read_stores(store_paths, root, sink)
             units.extend(self._trees(stores, store_paths, sink, used, covered.setdefault(root, set())))
-        for transcript in transcripts:
-            if str(transcript) not in used:
-                units.append(_unit("single", [transcript], sink, used, (("transcript", str(transcript)),)))
+        units.extend(_loose(transcripts, sink, used))
         return units
 
     def _pinchbench(
@@ -214,6 +215,13 @@ class OpenClawReader:
         hints = dict(unit.hints)
         if hints["mode"] == "single":
             return _bundle([_single(Path(hints["transcript"]), sink)], [])
+        if hints["mode"] == "forks":
+            root = Path(hints["transcript"])
+            detail = "root_session_not_found" if (root.parent / "sessions.json").is_file() else None
+            observed = observe_forks(unit.paths, str(root), sink, derive_status=False)
+            for one in observed:
+                one.gaps.insert(0, ObservationGap(code="subagent_hierarchy_unavailable", detail=detail))
+            return _bundle(observed, [])
         agents = Path(hints["agents_root"])
         store_paths = (
             _pinchbench_stores(agents)
@@ -233,6 +241,19 @@ class OpenClawReader:
         earlier = CopyIndex()
         observed = [_tree_session(node, sink, earlier, child=position > 0) for position, node in enumerate(nodes)]
         return _bundle(observed, gaps)
+
+
+def _loose(transcripts: list[Path], sink: DiagnosticSink, used: set[str]) -> list[NativeUnit]:
+    """Units of the transcripts no store or PinchBench run took: one per transcript, except that a
+    fork (header ``parentSession`` naming another of them) joins its parent's unit (mode ``forks``)."""
+    loose = {str(path): read_session(path, DiagnosticSink()) for path in transcripts if str(path) not in used}
+    parents = fork_parents(loose)
+    units = []
+    for root in (name for name in loose if parents[name] is None):
+        names = fork_tree(root, parents)
+        mode = "single" if len(names) == 1 else "forks"
+        units.append(_unit(mode, [Path(name) for name in names], sink, used, (("transcript", root),)))
+    return units
 
 
 def _pinchbench_stores(agents: Path) -> list[Path]:

@@ -22,6 +22,7 @@ A copy is recognised by id where there is one, else by content:
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -56,11 +57,13 @@ def _copyable(kind: str, raw: dict[str, Any]) -> bool:
 
 
 def content_key(raw: dict[str, Any]) -> bytes | None:
-    """The entry without its envelope as sorted JSON; ``None`` for one too deep to serialise."""
+    """A 128-bit BLAKE2b digest of the entry without its envelope as sorted JSON (the digest, not the
+    text, is kept, so an index of a long session stays small); ``None`` for one too deep to serialise."""
     try:
-        return orjson.dumps({k: v for k, v in raw.items() if k not in ENVELOPE}, option=orjson.OPT_SORT_KEYS)
+        text = orjson.dumps({k: v for k, v in raw.items() if k not in ENVELOPE}, option=orjson.OPT_SORT_KEYS)
     except TypeError:
         return None
+    return hashlib.blake2b(text, digest_size=16).digest()
 
 
 def response_key(raw: dict[str, Any]) -> str | None:

@@ -23,54 +23,12 @@ from pathlib import Path
 
 from ng_traj.contract import AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import DiagnosticSink
-from ng_traj.sources.lineage import parent_cycles
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.openclaw.reader import is_openclaw_transcript, is_pi_family
-from ng_traj.sources.pi.copies import CopyIndex, mark_copies
-from ng_traj.sources.pi.observe import observe, response_ids
-from ng_traj.sources.pi.session import Session, read_session
+from ng_traj.sources.pi.forks import fork_parents, fork_tree, observe_forks
+from ng_traj.sources.pi.observe import response_ids
+from ng_traj.sources.pi.session import read_session
 from ng_traj.sources.sniff import Claim, Sniffed
-
-
-def parent_session(session: Session) -> str | None:
-    """The header's ``parentSession`` (the path of the file a fork was made from), else ``None``."""
-    value = (session.header or {}).get("parentSession")
-    return value if isinstance(value, str) and value else None
-
-
-def fork_parents(sessions: dict[str, Session]) -> dict[str, str | None]:
-    """Each file's parent file among ``sessions`` (keyed by path): by path, else by unique file name.
-
-    A cycle of ``parentSession`` links is cut at its lexically smallest file, which becomes a root.
-    """
-    by_path = {str(Path(name).resolve()): name for name in sessions}
-    by_name: dict[str, list[str]] = {}
-    for name in sessions:
-        by_name.setdefault(Path(name).name, []).append(name)
-    parents: dict[str, str | None] = {}
-    for name, session in sessions.items():
-        named = parent_session(session)
-        if named is None:
-            parents[name] = None
-            continue
-        found = by_path.get(str((Path(name).parent / named).resolve()))
-        if found is None:
-            candidates = by_name.get(Path(named.replace("\\", "/")).name, [])
-            found = candidates[0] if len(candidates) == 1 else None
-        parents[name] = found if found != name else None
-    for cycle in parent_cycles(parents):
-        parents[cycle[0]] = None
-    return parents
-
-
-def _tree(root: str, parents: dict[str, str | None]) -> list[str]:
-    """``root`` and its descendants, parents before children (children in path order)."""
-    order, pending = [], [root]
-    while pending:
-        name = pending.pop(0)
-        order.append(name)
-        pending.extend(sorted(child for child, parent in parents.items() if parent == name))
-    return order
 
 
 class PiReader:
@@ -91,7 +49,7 @@ class PiReader:
         parents = fork_parents(sessions)
         units = []
         for root in (name for name in sessions if parents[name] is None):
-            names = _tree(root, parents)
+            names = fork_tree(root, parents)
             ids = frozenset(rid for name in names for rid in response_ids(sessions[name]))
             paths = tuple(sorted(names))
             hints = (("root", root),)
@@ -104,24 +62,11 @@ class PiReader:
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
         """Read the unit's session files (the root, then its forks) and observe them."""
-        sessions = {name: read_session(name, sink) for name in unit.paths}
-        parents = fork_parents(sessions)
         root = dict(unit.hints).get("root", unit.paths[0])
         records, gaps, calls = [], [], []
-        earlier = CopyIndex()
-        for name in _tree(root, parents):
-            session, parent = sessions[name], parents[name]
-            where = f"entries of the session it was forked from ({Path(parent).name})" if parent else "earlier sessions"
-            mark_copies(session, earlier, where, sink)
-            parent_id = sessions[parent].session_id if parent is not None else None
-            observed = observe(session, session.session_id, parent_id=parent_id)
-            gaps.append(ObservationGap(code="subagent_hierarchy_unavailable", invocation_id=session.session_id))
-            named = parent_session(session)
-            if parent is None and named is not None:
-                detail = Path(named.replace("\\", "/")).name
-                gaps.append(
-                    ObservationGap(code="subagent_parent_unavailable", invocation_id=session.session_id, detail=detail)
-                )
+        for observed in observe_forks(unit.paths, root, sink, derive_status=True):
+            invocation_id = observed.invocation.invocation_id
+            gaps.append(ObservationGap(code="subagent_hierarchy_unavailable", invocation_id=invocation_id))
             gaps.extend(observed.gaps)
             records.extend([observed.invocation, *observed.records])
             calls.extend(observed.calls)
