@@ -264,3 +264,60 @@ def test_fork_parents_by_path_then_by_unique_file_name() -> None:
         "/runs/a/nul.jsonl": "/runs/a/relative.jsonl",
         "/runs/a/self.jsonl": N,
     }
+
+
+def test_pi_copies_with_capture_claim_each_captured_call_once(tmp_path: Path) -> None:
+    # The compaction fixture beside a rollout row and a capture store holding its 4 distinct calls.
+    session = FIXTURES / "pi" / "copied_context_compaction" / "input" / "session.jsonl"
+    folder = tmp_path / "in"
+    (folder / "capture").mkdir(parents=True)
+    (folder / "session.jsonl").write_bytes(session.read_bytes())
+    row = {
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "responses_create_params": {"input": [{"role": "user", "content": "fix the bug"}]},
+        "response": {"id": "r-0-0", "output": []},
+        "reward": 1.0,
+    }
+    (folder / "rollouts.jsonl").write_bytes(orjson.dumps(row) + b"\n")
+    lines = []
+    for n, (prompt, completion) in enumerate([(100, 10), (200, 20), (150, 15), (300, 5)], 1):
+        response = {
+            "id": f"msg_{n}",
+            "object": "chat.completion",
+            "model": "claude-x",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "x"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+        }
+        call = {
+            "model_call_id": f"{n:032x}",
+            "dialect": "chat",
+            "model_ref": {"type": "responses_api_models", "name": "policy_model"},
+            "started_at": 1777629600.0 + n,
+            "completed_at": 1777629600.5 + n,
+            "status_code": 200,
+            "request": {"model": "claude-x", "messages": []},
+            "response": response,
+        }
+        lines.append(orjson.dumps(call))
+    (folder / "capture" / "0-0.capture.jsonl").write_bytes(b"\n".join(lines) + b"\n")
+    produced, _ = _build(folder, tmp_path)
+    (record,) = [orjson.loads(line) for line in produced.splitlines()]
+    # The session attributes to 0-0 by its response ids; its 4 distinct messages each claim their
+    # captured call by responseId, and the copies (f1, a1, r1, f3) claim none a second time.
+    assert record["rollout_id"] == "0-0"
+    assert _totals(record) == (4, 3, 750, 50, 800)
+    (invocation,) = record["invocations"]
+    assert [ref["model_call_id"] for ref in invocation["model_calls"]] == [f"{n:032x}" for n in range(1, 5)]
+    codes = [g["code"] for g in record["gaps"]]
+    assert "model_call_reference_conflict" not in codes and "model_call_usage_from_transcript" not in codes
+    assert _copied(record) == [("pi-cc", "entries=a2,r2,a1,r1,a3")]
+
+
+def test_goldens_hold_with_two_jobs(tmp_path: Path) -> None:
+    # Copies are recognised inside one unit, so the worker split cannot change a byte.
+    for scenario in ("pi/copied_context_compaction", "pi/copied_context_fork", "openclaw/copied_context"):
+        out = tmp_path / f"{scenario.replace('/', '_')}.jsonl"
+        result = run_cli("build", FIXTURES / scenario / "input", "-o", out, "--jobs", "2")
+        assert result.exit_code == 0, result.stderr
+        assert out.read_bytes() == (FIXTURES / scenario / "expected.jsonl").read_bytes()
