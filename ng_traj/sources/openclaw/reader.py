@@ -45,7 +45,7 @@ from ng_traj.sources.openclaw.store import (
     tree_roots,
 )
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
-from ng_traj.sources.pi.forks import fork_parents, fork_tree, observe_forks
+from ng_traj.sources.pi.forks import fork_parents, fork_trees, header_only, observe_forks
 from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
 from ng_traj.sources.pi.session import read_session
 from ng_traj.sources.sniff import Claim, Sniffed
@@ -246,11 +246,11 @@ class OpenClawReader:
 def _loose(transcripts: list[Path], sink: DiagnosticSink, used: set[str]) -> list[NativeUnit]:
     """Units of the transcripts no store or PinchBench run took: one per transcript, except that a
     fork (header ``parentSession`` naming another of them) joins its parent's unit (mode ``forks``)."""
-    loose = {str(path): read_session(path, DiagnosticSink()) for path in transcripts if str(path) not in used}
-    parents = fork_parents(loose)
+    loose = {
+        str(path): header_only(read_session(path, DiagnosticSink())) for path in transcripts if str(path) not in used
+    }
     units = []
-    for root in (name for name in loose if parents[name] is None):
-        names = fork_tree(root, parents)
+    for root, names in fork_trees(fork_parents(loose)).items():
         mode = "single" if len(names) == 1 else "forks"
         units.append(_unit(mode, [Path(name) for name in names], sink, used, (("transcript", root),)))
     return units

@@ -10,6 +10,7 @@ again.
 from __future__ import annotations
 
 import os
+from collections import deque
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -54,14 +55,28 @@ def fork_parents(sessions: dict[str, Session]) -> dict[str, str | None]:
     return parents
 
 
-def fork_tree(root: str, parents: dict[str, str | None]) -> list[str]:
-    """``root`` and its descendants, parents before children (children in path order)."""
-    order, pending = [], [root]
-    while pending:
-        name = pending.pop(0)
-        order.append(name)
-        pending.extend(sorted(child for child, parent in parents.items() if parent == name))
-    return order
+def fork_trees(parents: dict[str, str | None]) -> dict[str, list[str]]:
+    """Each root (a file without a parent) with itself and its descendants, parents before children
+    (children in path order); roots in the order of ``parents``."""
+    children: dict[str, list[str]] = {}
+    for child, parent in parents.items():
+        if parent is not None:
+            children.setdefault(parent, []).append(child)
+    trees = {}
+    for root in (name for name, parent in parents.items() if parent is None):
+        order, pending = [], deque([root])
+        while pending:
+            name = pending.popleft()
+            order.append(name)
+            pending.extend(sorted(children.get(name, [])))
+        trees[root] = order
+    return trees
+
+
+def header_only(session: Session) -> Session:
+    """The session without its entries (what :func:`fork_parents` and unit keys need), so an index of
+    many files holds no transcript."""
+    return Session(session.path, session.session_id, header=session.header)
 
 
 def observe_forks(
@@ -77,7 +92,7 @@ def observe_forks(
     parents = fork_parents(sessions)
     earlier = CopyIndex()
     observed = []
-    for name in fork_tree(root, parents):
+    for name in fork_trees(parents)[root]:
         session, parent = sessions[name], parents[name]
         where = f"entries of the session it was forked from ({Path(parent).name})" if parent else "earlier sessions"
         mark_copies(session, earlier, where, sink)

@@ -25,7 +25,7 @@ from ng_traj.contract import AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.openclaw.reader import is_openclaw_transcript, is_pi_family
-from ng_traj.sources.pi.forks import fork_parents, fork_tree, observe_forks
+from ng_traj.sources.pi.forks import fork_parents, fork_trees, header_only, observe_forks
 from ng_traj.sources.pi.observe import response_ids
 from ng_traj.sources.pi.session import read_session
 from ng_traj.sources.sniff import Claim, Sniffed
@@ -45,12 +45,13 @@ class PiReader:
 
     def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
-        sessions = {str(path): read_session(path, DiagnosticSink()) for path in files}
-        parents = fork_parents(sessions)
+        sessions, responses = {}, {}
+        for path in files:
+            session = read_session(path, DiagnosticSink())
+            sessions[str(path)], responses[str(path)] = header_only(session), response_ids(session)
         units = []
-        for root in (name for name in sessions if parents[name] is None):
-            names = fork_tree(root, parents)
-            ids = frozenset(rid for name in names for rid in response_ids(sessions[name]))
+        for root, names in fork_trees(fork_parents(sessions)).items():
+            ids = frozenset(rid for name in names for rid in responses[name])
             paths = tuple(sorted(names))
             hints = (("root", root),)
             units.append(
