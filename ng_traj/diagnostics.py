@@ -82,6 +82,7 @@ BUILD_CODES: dict[str, str] = {
     "native_superseded": "the row carries the same producer's observations; the native files were not read",
     "pi_session_version_unknown": "a pi session header whose version is not 1, 2 or 3; a newer one is read as v3",
     "pi_entry_repeated": "a pi entry whose id (or, without ids, whose whole content) repeats an earlier one; read as one entry",
+    "context_copied": "entries or messages that copy earlier ones (compaction re-appends, checkpoints, forks, compression tails); left out of counts, counted once",
     "pi_header_misplaced": "a pi session header after the first entry; ignored",
     "openclaw_entry_invalid": "an OpenClaw sessions.json entry that is not an object, or whose sessionId/sessionFile/spawnedBy/parentSessionKey is not text",
     "pi_entry_invalid": "a pi entry whose id/parentId/type is not text, or a message entry without a message object, text role or readable content",

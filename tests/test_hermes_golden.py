@@ -156,8 +156,10 @@ def test_db_v6_subagents_compression_and_branches(tmp_path: Path) -> None:
     # B continues A at A's place (root level), not as A's sub-agent.
     assert invocations(chain) == [
         (a, N, "incomplete", 600000.0, [M, M, M, F, OUT]),
-        (b, N, "completed", N, [M, M, M, M, M]),
+        # B repeats A's first user message (a copy, counted in A): its system prompt, the summary, its own turn.
+        (b, N, "completed", N, [M, M, M, M]),
     ]
+    assert ("copied_context", b, "messages=1") in gaps(chain)
     assert ("tool_call_id", "call_todo_1") and tools(chain) == [(a, "call_todo_1", "todo", "failed", N)]
     assert [code for code, inv, _ in gaps(chain) if inv == a and code.startswith("compaction")] == [
         "compaction_tokens_before_unavailable",
@@ -166,6 +168,9 @@ def test_db_v6_subagents_compression_and_branches(tmp_path: Path) -> None:
     ]
     branch = built["20260325_110000_brch01"]
     assert [i[:2] for i in invocations(branch)] == [("20260325_110000_brch01", N), ("20260325_110500_brch02", N)]
+    # The /branch child starts with its source's history (a, b): copies; its own turn (c, d) follows.
+    assert [i[4] for i in invocations(branch)] == [[M, M, M], [M, M, M]]
+    assert ("copied_context", "20260325_110500_brch02", "messages=2") in gaps(branch)
     assert ("agent_conversation_branching_unavailable", "20260325_110500_brch02", "20260325_110000_brch01") in gaps(
         branch
     )

@@ -172,6 +172,15 @@ def test_v1_migration_mints_position_ids_and_resolves_kept_index(tmp_path):
     [
         (1776049201000, 1776049201.0),
         (1776049201.5, 1776049201.5),
+        # The unit is read from the magnitude: seconds ~1e9, ms ~1e12, µs ~1e15, ns ~1e18.
+        (1776049201, 1776049201.0),
+        (1776049201500, 1776049201.5),
+        (1776049201500000, 1776049201.5),
+        (1776049201500000000, 1776049201.5),
+        (99_999_999_999, 99_999_999_999.0),  # just below 1e11: still seconds (year 5138)
+        (100_000_000_000, 100_000_000.0),  # 1e11 ms: 1973
+        (100_000_000_000_000, 100_000_000.0),  # 1e14 µs
+        (100_000_000_000_000_000, 100_000_000.0),  # 1e17 ns
         ("2026-01-01T00:00:01Z", 1767225601.0),
         ("2026-01-01T00:00:01", 1767225601.0),
         (True, N),
@@ -182,6 +191,77 @@ def test_v1_migration_mints_position_ids_and_resolves_kept_index(tmp_path):
 )
 def test_timestamps(value, seconds):
     assert timestamp_seconds(value) == seconds
+
+
+SECOND = 1777629602
+UNITS = {"s": 1, "ms": 10**3, "us": 10**6, "ns": 10**9}
+
+
+@pytest.mark.parametrize("unit", list(UNITS))
+def test_epoch_message_times_in_every_unit_durations_never_rescaled(tmp_path, unit):
+    # The same session with its message times in s, ms, µs or ns gives the same times; durationMs stays ms.
+    scale = UNITS[unit]
+    lines = [
+        {"type": "session", "version": 3, "id": f"pi-{unit}", "timestamp": "2026-05-01T10:00:00.000Z", "cwd": "/w"},
+        {
+            "type": "message",
+            "id": "u1",
+            "parentId": None,
+            "message": {"role": "user", "content": "go", "timestamp": (SECOND - 1) * scale},
+        },
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "u1",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "toolCall", "id": "call_t", "name": "bash", "arguments": {}}],
+                "api": "anthropic-messages",
+                "provider": "anthropic",
+                "model": "m",
+                "stopReason": "toolUse",
+                "usage": {"input": 1, "output": 2},
+                "timestamp": SECOND * scale,
+                "responseId": f"msg_{unit}",
+            },
+        },
+        {
+            "type": "message",
+            "id": "r1",
+            "parentId": "a1",
+            "message": {
+                "role": "toolResult",
+                "toolCallId": "call_t",
+                "toolName": "bash",
+                "content": "ok",
+                "isError": False,
+                "details": {"status": "completed", "durationMs": 1500},
+                "timestamp": (SECOND + 4) * scale,
+            },
+        },
+        {
+            "type": "message",
+            "id": "a2",
+            "parentId": "r1",
+            "message": {
+                "role": "assistant",
+                "content": [{"type": "text", "text": "done"}],
+                "api": "anthropic-messages",
+                "provider": "anthropic",
+                "model": "m",
+                "stopReason": "stop",
+                "usage": {"input": 1, "output": 1},
+                "timestamp": (SECOND + 5) * scale,
+            },
+        },
+    ]
+    path = tmp_path / f"{unit}.jsonl"
+    path.write_bytes(b"\n".join(orjson.dumps(line) for line in lines) + b"\n")
+    (record,) = _build(tmp_path, path)
+    assert [call["started_at"] for call in record["model_calls"]] == [SECOND, SECOND + 5]
+    (tool,) = record["tool_calls"]
+    # Completion at SECOND + 4 s; durationMs 1500 is a duration in ms whatever the epoch unit: start 1.5 s earlier.
+    assert (tool["completed_at"], tool["duration_ms"], tool["started_at"]) == (SECOND + 4, 1500.0, SECOND + 2.5)
 
 
 def test_json_mode_event_log_becomes_a_linear_session(tmp_path):

@@ -165,6 +165,12 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "kept out of the conversation, their model calls are still counted; detail is the entry id the "
         "tree forks at (root for several roots)"
     ),
+    "copied_context": (
+        "entries or messages that copy earlier ones (a compaction re-append, a checkpoint, a fork, a compression "
+        "continuation's kept tail) were left out of model calls, tool calls, token totals and the conversation: "
+        "each call is counted once, in the invocation that made it; detail entries=<copied ids> or "
+        "messages=<n>:<copied tool call ids>"
+    ),
     "agent_conversation_parent_unavailable": (
         "an entry names a parent entry that was never written; the active path continues with the entry "
         "before it in the file; detail is the missing id"

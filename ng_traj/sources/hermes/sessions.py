@@ -22,6 +22,10 @@ session's metadata (lineage, times, system prompt) comes from ``state.db`` where
 * anything else: the kind of link is not stated; placed like a continuation, with
   ``session_lineage_unresolved`` (detail: the parent session id).
 
+A compression continuation starts with copies of its predecessor's messages, a ``/branch`` child with
+its source's history (``_copied_head``): those copies are left out of its conversation, tool calls
+and model calls, each being counted in the session that made it, with ``copied_context``.
+
 Compactions inside one session (a summary message after the first one, in-place compaction in
 schema v15+, the gateway rewriting its transcript) are observations of that session. Hermes keeps no
 token counts or model calls for a compaction: every one gets ``compaction_tokens_before_unavailable``,
@@ -30,6 +34,7 @@ token counts or model calls for a compaction: every one gets ``compaction_tokens
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,6 +45,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.sources.hermes.files import SessionForm, utc_seconds
 from ng_traj.sources.hermes.messages import call_id_of, is_compaction_summary, normalise, text_of, tool_calls_of
 from ng_traj.sources.native import NativeObservations, scalar_text
+from ng_traj.sources.pi.copies import id_list
 
 SOURCE = "hermes"
 _FORM_RANK = {"state.db": 0, "snapshot": 1, "gateway": 2, "sharegpt": 3}
@@ -215,13 +221,63 @@ def _compactions(tree: Tree, chosen: dict[str, SessionForm | None], built: _Buil
             _compaction(session, observed_at=None, summary=None, outcome="completed", built=built)
 
 
-def _invocation(session: str, form: SessionForm | None, parent: str | None, tree: Tree, built: _Built) -> Any:
+def _copied_head(session: str, tree: Tree, chosen: dict[str, SessionForm | None]) -> int:
+    """How many of a continuation's first messages copy its predecessor's (``context_copied``).
+
+    A compression continuation starts with the predecessor's protected first messages, the compressor's
+    summary and the predecessor's kept tail; a ``/branch`` child starts with the whole history. From
+    the first message on, system messages and compressor summaries are passed, and each message equal
+    to one of the predecessor's not yet matched (role, text, tool call ids, ``tool_call_id``) is a
+    copy; the first message that is neither ends the copied head. Returns the index where it ends, 0
+    for a session that continues none.
+    """
+    kind = _link(session, tree, chosen)
+    parent = (tree.rows.get(session) or {}).get("parent_session_id")
+    form, before = chosen.get(session), chosen.get(parent) if kind in ("compression", "branch") else None
+    if form is None or before is None:
+        return 0
+    remaining = Counter(_signature(before.messages))
+    end = 0
+    for index, (message, signature) in enumerate(zip(form.messages, _signature(form.messages), strict=True)):
+        if remaining[signature] > 0:
+            remaining[signature] -= 1
+            end = index + 1
+        elif not (message.get("role") == "system" or is_compaction_summary(message)):
+            break
+    return end
+
+
+def _copies(session: str, form: SessionForm, end: int, sink: DiagnosticSink, built: _Built) -> None:
+    """Record the copied head of a continuation: gap ``copied_context``, diagnostic ``context_copied``."""
+    copied = [m for m in form.messages[:end] if m.get("role") != "system" and not is_compaction_summary(m)]
+    if not copied:
+        return
+    calls = [call_id_of(call) for m in copied for call in tool_calls_of(m)]
+    calls += [scalar_text(m.get("tool_call_id")) for m in copied if m.get("role") == "tool"]
+    ids = id_list(call for call in calls if call)
+    detail = f"messages={len(copied)}" + (f";tool_calls={ids}" if ids else "")
+    built.gaps.append(ObservationGap(code="copied_context", invocation_id=session, detail=detail))
+    noun = "message copies" if len(copied) == 1 else "messages copy"
+    message = (
+        f"session {session}: {len(copied)} {noun} messages of the session it continues"
+        + (f" (tool calls {ids})" if ids else "")
+        + "; left out of calls, tools and conversation, counted once"
+    )
+    sink.add(Diagnostic("warning", "context_copied", message, path=form.path))
+
+
+def _invocation(
+    session: str, form: SessionForm | None, parent: str | None, tree: Tree, built: _Built, copied: int = 0
+) -> Any:
     row = tree.rows.get(session)
     system_prompt = row.get("system_prompt") if row is not None else None
     if not isinstance(system_prompt, str) or not system_prompt:
         snapshot = next((f for f in tree.forms[session] if f.system_prompt), None)
         system_prompt = snapshot.system_prompt if snapshot is not None else None
     messages = form.messages if form is not None else []
+    if copied:  # the copied head: system messages and summaries stay, copies go
+        head = [m for m in messages[:copied] if m.get("role") == "system" or is_compaction_summary(m)]
+        messages = [*head, *messages[copied:]]
     normalised = normalise(messages, session, system_prompt=system_prompt, completed=form.completed if form else None)
     if not messages:
         detail = ",".join(sorted({f.form for f in tree.forms[session]}))
@@ -264,7 +320,12 @@ def build_tree(tree: Tree, sink: DiagnosticSink) -> NativeObservations:
     chosen = {session: choose_form(session, forms, sink) for session, forms in tree.forms.items()}
     built = _Built(observations=NativeObservations(AgentObservationBundle(source=SOURCE)))
     parents = _parents(tree, chosen, built)
-    invocations = [_invocation(s, chosen[s], parents[s], tree, built) for s in tree.forms]
+    heads = {s: _copied_head(s, tree, chosen) for s in tree.forms}
+    for session, end in heads.items():
+        form = chosen[session]
+        if end and form is not None:
+            _copies(session, form, end, sink, built)
+    invocations = [_invocation(s, chosen[s], parents[s], tree, built, heads[s]) for s in tree.forms]
     _compactions(tree, chosen, built)
     assert built.observations is not None
     gaps = dedupe_gaps([*tree.gaps, *built.gaps])

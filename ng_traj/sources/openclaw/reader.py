@@ -11,7 +11,14 @@ Units: each tree of a store (a root key and its sub-agents, in NeMo Gym's lineag
 ids are session keys, children carry ``subagent_spawn_tool_unavailable`` because OpenClaw records no
 spawning call); each PinchBench run (root = the transcript's header id, run id from the folder
 name); and each transcript no store entry names (invocation id = its header id, with the reference's
-``subagent_hierarchy_unavailable``). Invocation status stays ``unknown``, as in the reference.
+``subagent_hierarchy_unavailable``), joined by the transcripts forked from it (header ``parentSession``,
+``sources/pi/forks.py``) as its child invocations. Invocation status stays ``unknown``, as in the
+reference.
+
+Copied context (``sources/pi/copies.py``): the transcripts of a tree are read root first, each compared
+with the ones before it, so what a fork copies from its parent is counted in the parent only; a
+node's compaction checkpoints belong to its unit (never a trajectory of their own) and only what they
+hold that no transcript before them holds counts.
 """
 
 from __future__ import annotations
@@ -30,13 +37,16 @@ from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, r
 from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
     Stores,
+    TreeNode,
     discover_tree,
     is_store,
     read_stores,
     refused_transcript,
     tree_roots,
 )
-from ng_traj.sources.pi.observe import SessionObservation, observe, response_ids
+from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
+from ng_traj.sources.pi.forks import fork_parents, fork_trees, header_only, observe_forks
+from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
 from ng_traj.sources.pi.session import read_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
@@ -163,9 +173,7 @@ class OpenClawReader:
         for root, store_paths in sorted(stores_by_root.items()):
             stores = read_stores(store_paths, root, sink)
             units.extend(self._trees(stores, store_paths, sink, used, covered.setdefault(root, set())))
-        for transcript in transcripts:
-            if str(transcript) not in used:
-                units.append(_unit("single", [transcript], sink, used, (("transcript", str(transcript)),)))
+        units.extend(_loose(transcripts, sink, used))
         return units
 
     def _pinchbench(
@@ -180,6 +188,7 @@ class OpenClawReader:
             nodes, _ = discover_tree(stores, root, transcript)
             covered.setdefault(agents, set()).update(node.key for node in nodes)
             paths += [node.transcript for node in nodes[1:] if node.transcript is not None]
+            paths += [checkpoint for node in nodes for checkpoint in node.checkpoints]
             hints.append(("root", root))
         run_ids = frozenset({pinchbench_run(transcript) or ""})
         return _unit("pinchbench", paths, sink, used, tuple(hints), run_ids=run_ids)
@@ -195,6 +204,7 @@ class OpenClawReader:
             nodes, _ = discover_tree(stores, root)
             covered.update(node.key for node in nodes)
             paths = [*store_paths, *(node.transcript for node in nodes if node.transcript is not None)]
+            paths += [checkpoint for node in nodes for checkpoint in node.checkpoints]
             hints = (("root", root), ("agents_root", str(stores.root)), *(("store", str(p)) for p in store_paths))
             anchor = nodes[0].transcript or stores.entries[root].store
             key = stores.entries[root].session_id or root
@@ -206,6 +216,13 @@ class OpenClawReader:
         hints = dict(unit.hints)
         if hints["mode"] == "single":
             return _bundle([_single(Path(hints["transcript"]), sink)], [])
+        if hints["mode"] == "forks":
+            root = Path(hints["transcript"])
+            detail = "root_session_not_found" if (root.parent / "sessions.json").is_file() else None
+            observed = observe_forks(unit.paths, str(root), sink, derive_status=False)
+            for one in observed:
+                one.gaps.insert(0, ObservationGap(code="subagent_hierarchy_unavailable", detail=detail))
+            return _bundle(observed, [])
         agents = Path(hints["agents_root"])
         store_paths = (
             _pinchbench_stores(agents)
@@ -222,11 +239,22 @@ class OpenClawReader:
             if refused is not None and not refused.is_symlink():  # a symlink was reported when indexed
                 message = f"session {node.key}: {refused} lies outside the agents folder; not read"
                 sink.add(Diagnostic("warning", "session_path_refused", message, path=str(refused)))
-        observed = [
-            _tree_session(node.key, node.parent, node.transcript, sink, child=position > 0)
-            for position, node in enumerate(nodes)
-        ]
+        earlier = CopyIndex()
+        observed = [_tree_session(node, sink, earlier, child=position > 0) for position, node in enumerate(nodes)]
         return _bundle(observed, gaps)
+
+
+def _loose(transcripts: list[Path], sink: DiagnosticSink, used: set[str]) -> list[NativeUnit]:
+    """Units of the transcripts no store or PinchBench run took: one per transcript, except that a
+    fork (header ``parentSession`` naming another of them) joins its parent's unit (mode ``forks``)."""
+    loose = {
+        str(path): header_only(read_session(path, DiagnosticSink())) for path in transcripts if str(path) not in used
+    }
+    units = []
+    for root, names in fork_trees(fork_parents(loose)).items():
+        mode = "single" if len(names) == 1 else "forks"
+        units.append(_unit(mode, [Path(name) for name in names], sink, used, (("transcript", root),)))
+    return units
 
 
 def _pinchbench_stores(agents: Path) -> list[Path]:
@@ -267,13 +295,29 @@ def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> Sess
     return observed
 
 
-def _tree_session(
-    key: str, parent: str | None, transcript: Path | None, sink: DiagnosticSink, *, child: bool
-) -> SessionObservation:
-    if transcript is None:
-        observed = SessionObservation(AgentInvocation(invocation_id=key, parent_invocation_id=parent))
+def _tree_session(node: TreeNode, sink: DiagnosticSink, earlier: CopyIndex, *, child: bool) -> SessionObservation:
+    """One node of a tree: its transcript observed after marking what it copies from the sessions before
+    it (a thread fork starts with its parent's entries), then its compaction checkpoints, whose entries
+    the transcript or an earlier session holds are copies; the checkpoint's own model calls count in
+    the node's invocation, as those of an abandoned branch do."""
+    key = node.key
+    if node.transcript is None:
+        observed = SessionObservation(AgentInvocation(invocation_id=key, parent_invocation_id=node.parent))
     else:
-        observed = observe(read_session(transcript, sink), key, parent_id=parent, derive_status=False)
+        session = read_session(node.transcript, sink)
+        mark_copies(session, earlier, "entries of sessions earlier in its tree", sink)
+        observed = observe(session, key, parent_id=node.parent, derive_status=False)
+    for path in node.checkpoints:
+        checkpoint = read_session(path, sink)
+        mark_copies(checkpoint, earlier, f"entries of session {key} (a compaction checkpoint)", sink)
+        if checkpoint.copied():
+            detail = f"entries={id_list(checkpoint.copied())}"
+            observed.gaps.append(ObservationGap(code="copied_context", invocation_id=key, detail=detail))
+        observed.calls.extend(
+            native_call(entry, key)
+            for entry in checkpoint.entries
+            if entry.type == "message" and entry.copy_of is None and is_model_call(entry.message)
+        )
     if child:
         observed.gaps.append(ObservationGap(code="subagent_spawn_tool_unavailable", invocation_id=key))
     return observed

@@ -16,6 +16,12 @@ It must be a regular file, not a symlink, inside the agents root (one that is no
 the tree is loaded: ``session_path_refused``). A missing transcript gives ``agent_transcript_unavailable``
 (invocation = key, detail = sessionId). Entries of the wrong shape are reported
 (``openclaw_entry_invalid``) when the stores are indexed.
+
+Forks and checkpoints (ng-traj): a thread fork (``forkedFromParent: true``) with neither ``spawnedBy``
+nor ``parentSessionKey`` is the child of the entry whose transcript its transcript header's
+``parentSession`` names, by file name. An entry's compaction checkpoints (``checkpoints_for``) are the
+files ``compactionCheckpoints[].preCompaction`` / ``postCompaction`` name by ``sessionFile`` and
+``<sessionId>.checkpoint.*.jsonl`` beside its transcript.
 """
 
 from __future__ import annotations
@@ -29,11 +35,14 @@ import orjson
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.compression import SUFFIXES
+from ng_traj.io.compression import SUFFIXES, CompressedStreamError, open_input
 from ng_traj.io.files import read_regular
+from ng_traj.io.lines import BOM
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 
 ARCHIVE_MARKERS = (".jsonl.reset.", ".jsonl.deleted.")
+HEADER_BYTES = 1 << 20
+"""At most this much of a transcript's first line is read for its header's ``parentSession``."""
 
 
 def is_store(value: Any) -> bool:
@@ -57,6 +66,11 @@ class StoreEntry:
     session_file: str | None
     cut_parent: str | None = None
     """The parent key dropped to break a cycle of parent links (the entry then heads its tree)."""
+    forked: bool = False
+    """The entry is marked ``forkedFromParent`` (a thread fork)."""
+    checkpoint_files: tuple[str, ...] = ()
+    """File names of the transcript copies its ``compactionCheckpoints`` name (``sessionFile`` of
+    ``preCompaction`` / ``postCompaction``)."""
 
     @property
     def folder(self) -> Path:
@@ -81,7 +95,22 @@ def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
     session_id = value.get("sessionId") if isinstance(value.get("sessionId"), str) else None
     session_file = value.get("sessionFile") if isinstance(value.get("sessionFile"), str) else None
     conflict = spawned is not None and parent_key is not None and spawned != parent_key
-    return StoreEntry(key, session_id, spawned or parent_key, conflict, store, session_file)
+    entry = StoreEntry(key, session_id, spawned or parent_key, conflict, store, session_file)
+    checkpoints = _checkpoint_files(value.get("compactionCheckpoints"), _names(entry))
+    return replace(entry, forked=value.get("forkedFromParent") is True, checkpoint_files=checkpoints)
+
+
+def _checkpoint_files(checkpoints: Any, own: list[str]) -> tuple[str, ...]:
+    """File names the checkpoints' ``preCompaction`` / ``postCompaction`` ``sessionFile`` give (not the
+    entry's own transcript); checkpoints of the wrong shape are passed over."""
+    names = []
+    for checkpoint in checkpoints if isinstance(checkpoints, list) else []:
+        for side in ("preCompaction", "postCompaction"):
+            state = checkpoint.get(side) if isinstance(checkpoint, dict) else None
+            path = state.get("sessionFile") if isinstance(state, dict) else None
+            if isinstance(path, str) and path:
+                names.append(Path(path.replace("\\", "/")).name)
+    return tuple(name for name in dict.fromkeys(names) if name not in own)
 
 
 _TEXT_FIELDS = ("sessionId", "sessionFile", "spawnedBy", "parentSessionKey")
@@ -132,8 +161,41 @@ def read_stores(paths: list[Path], root: Path, sink: DiagnosticSink) -> Stores:
                 dropped.add(key)
             else:
                 stores.entries[key] = _entry(key, value, path)
+    _header_parents(stores)
     _break_cycles(stores, sink)
     return stores
+
+
+def _header_parents(stores: Stores) -> None:
+    """Give a parent to a thread fork (``forkedFromParent``) without ``spawnedBy`` / ``parentSessionKey``
+    whose transcript header names, as ``parentSession``, the transcript of another entry."""
+    if not any(entry.forked and entry.parent is None for entry in stores.entries.values()):
+        return
+    transcripts = {key: transcript_for(entry, stores.root) for key, entry in stores.entries.items()}
+    owners: dict[str, list[str]] = {}
+    for key, transcript in transcripts.items():
+        if transcript is not None:
+            owners.setdefault(transcript.name, []).append(key)
+    for key, entry in sorted(stores.entries.items()):
+        transcript = transcripts[key]
+        if not entry.forked or entry.parent is not None or entry.conflict or transcript is None:
+            continue
+        named = _parent_session(transcript)
+        candidates = owners.get(Path(named.replace("\\", "/")).name, []) if named else []
+        if len(candidates) == 1 and candidates[0] != key:
+            stores.entries[key] = replace(entry, parent=candidates[0])
+
+
+def _parent_session(transcript: Path) -> str | None:
+    """The ``parentSession`` of a transcript's header line, else ``None``."""
+    try:
+        with open_input(transcript) as handle:
+            first = handle.readline(HEADER_BYTES)
+        header = orjson.loads(first.removeprefix(BOM))
+    except (OSError, CompressedStreamError, orjson.JSONDecodeError):
+        return None
+    value = header.get("parentSession") if isinstance(header, dict) and header.get("type") == "session" else None
+    return value if isinstance(value, str) and value else None
 
 
 def _break_cycles(stores: Stores, sink: DiagnosticSink) -> None:
@@ -156,6 +218,8 @@ class TreeNode:
     parent: str | None
     session_id: str | None
     transcript: Path | None
+    checkpoints: tuple[Path, ...] = ()
+    """Compaction checkpoint copies of the transcript (``checkpoints_for``)."""
 
 
 def _names(entry: StoreEntry) -> list[str]:
@@ -191,6 +255,18 @@ def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
             if _usable(candidate, resolved_root):
                 return candidate
     return None
+
+
+def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> tuple[Path, ...]:
+    """Checkpoint copies of an entry's transcript in its store's folder: the files its
+    ``compactionCheckpoints`` name, and ``<sessionId>.checkpoint.*.jsonl``; usable files only (as
+    transcripts), never the transcript itself."""
+    resolved_root = root.resolve()
+    candidates = [entry.folder / name for name in entry.checkpoint_files]
+    if entry.session_id:
+        candidates += sorted(entry.folder.glob(f"{entry.session_id}.checkpoint.*.jsonl"))
+    usable = [path for path in dict.fromkeys(candidates) if path != transcript and _usable(path, resolved_root)]
+    return tuple(sorted(usable))
 
 
 def discover_tree(
@@ -240,7 +316,8 @@ def discover_tree(
         if transcript is None:
             incomplete = True
             gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=key, detail=entry.session_id))
-        nodes.append(TreeNode(key, parents[key], entry.session_id, transcript))
+        checkpoints = checkpoints_for(entry, stores.root, transcript)
+        nodes.append(TreeNode(key, parents[key], entry.session_id, transcript, checkpoints))
     if incomplete:
         gaps.append(ObservationGap(code="subagent_hierarchy_incomplete"))
     return nodes, gaps

@@ -35,6 +35,7 @@ from ng_traj.contract import (
 from ng_traj.contract.conversation import validate_items
 from ng_traj.sources.native import NativeCall, scalar_text
 from ng_traj.sources.pi.conversation import conversation, tool_call_id
+from ng_traj.sources.pi.copies import id_list
 from ng_traj.sources.pi.session import Entry, Session, timestamp_seconds
 
 DIALECTS = {
@@ -132,7 +133,7 @@ def native_call(entry: Entry, invocation_id: str) -> NativeCall:
 
 
 def response_ids(session: Session) -> frozenset[str]:
-    """Provider response ids of the session's assistant messages."""
+    """Provider response ids of the session's assistant messages (copies included: they name the same calls)."""
     return frozenset(
         entry.message["responseId"]
         for entry in session.entries
@@ -235,7 +236,7 @@ def _branch_gaps(session: Session, path: list[Entry], missing: list[str], invoca
         for m in missing
     ]
     on_path = {id(entry) for entry in path}
-    if any(id(entry) not in on_path for entry in session.entries):
+    if any(id(entry) not in on_path and entry.copy_of is None for entry in session.entries):
         points = session.branch_points() or ["root"]
         gaps.extend(
             ObservationGap(code="agent_conversation_branch_abandoned", invocation_id=invocation_id, detail=p)
@@ -262,7 +263,8 @@ def observe(
         gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=invocation_id, detail=detail))
         invocation = AgentInvocation(invocation_id=invocation_id, parent_invocation_id=parent_id)
         return SessionObservation(invocation, gaps=gaps)
-    path, missing = session.active_path()
+    walked, missing = session.active_path()
+    path = [entry for entry in walked if entry.copy_of is None]
     values = conversation(path, invocation_id, gaps)
     items, dropped = validate_items(values)
     if dropped:
@@ -280,9 +282,12 @@ def observe(
     gaps.extend(_branch_gaps(session, path, missing, invocation_id))
     if session.unparseable:
         gaps.append(ObservationGap(code="agent_artifact_record_unparseable"))
+    if session.copied():
+        detail = f"entries={id_list(session.copied())}"
+        gaps.append(ObservationGap(code="copied_context", invocation_id=invocation_id, detail=detail))
     calls = [
         native_call(entry, invocation_id)
         for entry in session.entries
-        if entry.type == "message" and is_model_call(entry.message)
+        if entry.type == "message" and entry.copy_of is None and is_model_call(entry.message)
     ]
     return SessionObservation(invocation, records, gaps, calls)

@@ -1,12 +1,19 @@
 """Pi coding-agent session files (``~/.pi/agent/sessions/--<cwd>--/<time>_<id>.jsonl``).
 
 Format and versions: ``sources/pi/session.py`` (producer-formats.md §2). One session file is one
-unit and one invocation whose id is the header's session id; its status comes from the last assistant
-message on the active path, with NeMo Gym's pi table (gym-reference.md §7.6): ``stop`` completed,
-``error`` failed, ``aborted`` / ``length`` incomplete, anything else unknown with
+invocation whose id is the header's session id; its status comes from the last assistant message on
+the active path, with NeMo Gym's pi table (gym-reference.md §7.6): ``stop`` completed, ``error``
+failed, ``aborted`` / ``length`` incomplete, anything else unknown with
 ``invocation_outcome_unavailable``. Core pi has no sub-agents, so every invocation carries
 ``subagent_hierarchy_unavailable``, as in the reference. Transcripts that belong to OpenClaw are
 left to ``sources/openclaw/reader.py``.
+
+Forks: ``/fork`` (and ``createBranchedSession``) writes a new file holding the parent's root-to-leaf
+path, its header's ``parentSession`` naming the parent's file. A file whose ``parentSession`` names
+another input (by path, else by file name) is a child invocation of that session, in the parent's
+unit (one trajectory); the entries it copies from its ancestors are left out of its counts
+(``sources/pi/copies.py``). A ``parentSession`` naming no input gives ``subagent_parent_unavailable``
+(detail: the file name it names) and the file is a unit of its own.
 """
 
 from __future__ import annotations
@@ -18,7 +25,8 @@ from ng_traj.contract import AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.openclaw.reader import is_openclaw_transcript, is_pi_family
-from ng_traj.sources.pi.observe import observe, response_ids
+from ng_traj.sources.pi.forks import fork_parents, fork_trees, header_only, observe_forks
+from ng_traj.sources.pi.observe import response_ids
 from ng_traj.sources.pi.session import read_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
@@ -36,21 +44,35 @@ class PiReader:
         return None
 
     def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
-        """One unit per session file, keyed by its session id."""
-        units = []
+        """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
+        sessions, responses = {}, {}
         for path in files:
             session = read_session(path, DiagnosticSink())
-            name = str(path)
-            units.append(NativeUnit(self.name, session.session_id, (name,), response_ids(session), folders_of([name])))
+            sessions[str(path)], responses[str(path)] = header_only(session), response_ids(session)
+        units = []
+        for root, names in fork_trees(fork_parents(sessions)).items():
+            ids = frozenset(rid for name in names for rid in responses[name])
+            paths = tuple(sorted(names))
+            hints = (("root", root),)
+            units.append(
+                NativeUnit(
+                    self.name, sessions[root].session_id, paths, ids, folders_of(paths), hints=hints, anchor=root
+                )
+            )
         return units
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
-        """Read the session file and observe it."""
-        session = read_session(unit.paths[0], sink)
-        observed = observe(session, session.session_id)
-        gaps = [ObservationGap(code="subagent_hierarchy_unavailable", invocation_id=session.session_id), *observed.gaps]
-        bundle = AgentObservationBundle(source=self.source, records=[observed.invocation, *observed.records], gaps=gaps)
-        return NativeObservations(bundle, observed.calls)
+        """Read the unit's session files (the root, then its forks) and observe them."""
+        root = dict(unit.hints).get("root", unit.paths[0])
+        records, gaps, calls = [], [], []
+        for observed in observe_forks(unit.paths, root, sink, derive_status=True):
+            invocation_id = observed.invocation.invocation_id
+            gaps.append(ObservationGap(code="subagent_hierarchy_unavailable", invocation_id=invocation_id))
+            gaps.extend(observed.gaps)
+            records.extend([observed.invocation, *observed.records])
+            calls.extend(observed.calls)
+        bundle = AgentObservationBundle(source=self.source, records=records, gaps=gaps)
+        return NativeObservations(bundle, calls)
 
 
 READER = register(PiReader())

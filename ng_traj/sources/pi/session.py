@@ -36,13 +36,29 @@ import orjson
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.lineage import cycle_text, parent_cycles
+from ng_traj.sources.pi.copies import CopyIndex, content_key, report_copies
 
-MILLISECOND_THRESHOLD = 1e11
-"""Numbers at or above this are Unix milliseconds, below it seconds (gym-reference §7.4.5)."""
+EPOCH_UNITS = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6))
+"""Epoch numbers below each bound are in the unit of that many per second; larger ones are nanoseconds.
+
+Since 2001 an epoch time is about 1e9 in seconds, 1e12 in milliseconds, 1e15 in microseconds and 1e18 in
+nanoseconds, so the unit shows in the magnitude: below 1e11 seconds, below 1e14 milliseconds, below 1e17
+microseconds, else nanoseconds. Only epoch times are read this way, never durations."""
+
+NANOSECONDS = 1e9
+
+
+def epoch_seconds(value: float) -> float:
+    """An epoch number in seconds, milliseconds, microseconds or nanoseconds as seconds (by magnitude)."""
+    for bound, per_second in EPOCH_UNITS:
+        if value < bound:
+            return float(value) / per_second
+    return float(value) / NANOSECONDS
 
 
 def timestamp_seconds(value: Any) -> float | None:
-    """A pi/OpenClaw time as UTC Unix seconds: ms or s numbers, or ISO strings (naive read as UTC).
+    """A pi/OpenClaw time as UTC Unix seconds: an epoch number in s, ms, µs or ns (``EPOCH_UNITS``), or
+    an ISO string (naive read as UTC).
 
     Booleans, negatives, non-finite numbers and unparseable strings give ``None``.
     """
@@ -51,7 +67,7 @@ def timestamp_seconds(value: Any) -> float | None:
     if isinstance(value, int | float):
         if not isfinite(value) or value < 0:
             return None
-        return float(value) / 1000 if value >= MILLISECOND_THRESHOLD else float(value)
+        return epoch_seconds(value)
     if isinstance(value, str):
         try:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -70,6 +86,8 @@ class Entry:
     parent_id: str | None
     raw: dict[str, Any]
     line: int
+    copy_of: str | None = None
+    """The id of the earlier entry this one copies (``sources/pi/copies.py``), else ``None``."""
 
     @property
     def message(self) -> dict[str, Any]:
@@ -91,6 +109,11 @@ class Session:
         unparseable: Lines that were not JSON objects (already reported as diagnostics).
         unsupported: Why the file could not be read at all (an unsupported layout, an I/O error).
         event_log: The file was ``pi --mode json`` stdout, turned into a linear session.
+
+    Entries that copy earlier ones (``Entry.copy_of``) stay in the tree, so the path through them is
+    walked, but they are never the leaf and never counted. An entry that repeats an earlier id with the
+    same content is kept under the id ``<id>@<line>``; an entry naming that id as its parent is the
+    child of the latest entry written under it before the child.
     """
 
     path: str
@@ -111,8 +134,17 @@ class Session:
         """Entries by id; for a repeated id the later entry wins (pi appends, the last write is live)."""
         return {entry.id: entry for entry in self.entries}
 
+    def copied(self) -> list[str]:
+        """Ids of the entries that entries of this session copy, in file order."""
+        return [entry.copy_of for entry in self.entries if entry.copy_of is not None]
+
+    def leaf(self) -> Entry:
+        """The last entry that is not a copy (the last entry when every entry is one)."""
+        return next((e for e in reversed(self.entries) if e.copy_of is None), self.entries[-1])
+
     def active_path(self) -> tuple[list[Entry], list[str]]:
-        """Entries from the root to the leaf (the last entry), and the parent ids that were never written.
+        """Entries from the root to the leaf (the last entry that is not a copy), and the parent ids that
+        were never written.
 
         A parent id that names no entry does not end the walk (bug-shapes B08): it continues with the
         entry just before, in file order, and the missing id is returned for a gap.
@@ -124,7 +156,7 @@ class Session:
         path: list[Entry] = []
         missing: list[str] = []
         seen: set[str] = set()
-        current: Entry | None = self.entries[-1]
+        current: Entry | None = self.leaf()
         while current is not None and current.id not in seen:
             seen.add(current.id)
             path.append(current)
@@ -206,6 +238,8 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     session = Session(str(path), Path(path).name.split(".jsonl")[0])
     previous: str | None = None
     copies: dict[object, int] = {}
+    latest: dict[str, str] = {}
+    index = CopyIndex()
     for line, value in _objects(path, session, sink):
         if session.header is None and not session.entries:
             if value.get("kind") == "header":
@@ -229,26 +263,37 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
         if not isinstance(value.get("type"), str):
             continue  # passed over: an object that is not an entry never becomes the leaf
         entry = _entry(value, line, session.version, previous)
-        if not _repeated(session, entry, copies, sink):
-            session.entries.append(entry)
-            previous = entry.id
+        if entry.parent_id is not None:
+            entry.parent_id = latest.get(entry.parent_id, entry.parent_id)
+        if _repeated(session, entry, copies, sink):
+            continue
+        entry.copy_of = entry.copy_of or index.original(entry.id, entry.type, entry.raw)
+        if entry.copy_of is None:
+            index.add(entry.id, entry.type, entry.raw)
+        latest[entry.raw.get("id") if session.version > 1 and isinstance(entry.raw.get("id"), str) else entry.id] = (
+            entry.id
+        )
+        session.entries.append(entry)
+        previous = entry.id
     if session.version == 1:
         _migrate_v1_compactions(session.entries)
     if any(entry.type in EVENT_TYPES for entry in session.entries):
         session.entries = _entries_from_events(session.entries)
         session.event_log = True
     _report_cycles(session, sink)
+    first = next((entry.line for entry in session.entries if entry.copy_of is not None), None)
+    report_copies(session.copied(), "earlier entries of the session", session.path, first, sink)
     return session
 
 
 def _repeated(session: Session, entry: Entry, seen: dict[object, int], sink: DiagnosticSink) -> bool:
-    """Whether ``entry`` repeats an earlier one, and so is not a new entry (reported ``pi_entry_repeated``).
+    """Whether ``entry`` rewrites an earlier one, and so is no entry of its own (reported ``pi_entry_repeated``).
 
-    With ids (v2+), an id already read: the later content replaces the earlier entry where it stands,
-    as pi's last write wins, but it never moves the leaf (a line copied to the end of the file would
-    otherwise make everything after the original abandoned). Without ids (v1), an entry equal to an
-    earlier one as a whole (its time included) is a copy and is read once, so a repeated assistant
-    line is not a second model call.
+    With ids (v2+), an id already read: with the same content (``parentId`` and ``timestamp`` aside) it
+    is a copy, kept in the tree as ``<id>@<line>`` with ``copy_of`` set (never the leaf, never counted);
+    with other content the later content replaces the earlier entry where it stands, as pi's last write
+    wins, without moving the leaf. Without ids (v1), an entry equal to an earlier one as a whole (its
+    time included) is a copy (``copy_of`` set), so a repeated assistant line is not a second model call.
 
     ``seen`` maps an id (v2+) or the entry's canonical JSON (v1) to its index in ``session.entries``.
     """
@@ -258,14 +303,19 @@ def _repeated(session: Session, entry: Entry, seen: dict[object, int], sink: Dia
             seen[key] = len(session.entries)
         return False
     earlier = session.entries[seen[key]]
-    if session.version > 1:
+    if session.version > 1 and content_key(entry.raw) == content_key(earlier.raw):
+        message = f"a copy of entry {entry.id} (line {earlier.line}); read as one entry, where it first stood"
+        entry.id, entry.copy_of = f"{entry.id}@{entry.line}", earlier.id
+        repeated = False  # kept as a copy in the tree (Session docstring)
+    elif session.version > 1:
         session.entries[seen[key]] = Entry(entry.type, earlier.id, entry.parent_id, entry.raw, entry.line)
-        same = "a copy of" if entry.raw == earlier.raw else "other content for"
-        message = f"{same} entry {entry.id} (line {earlier.line}); read as one entry, where it first stood"
+        message = f"other content for entry {entry.id} (line {earlier.line}); read as one entry, where it first stood"
+        repeated = True
     else:
         message = f"a copy of line {earlier.line}; read once"
+        entry.copy_of, repeated = earlier.id, False
     sink.add(Diagnostic("warning", "pi_entry_repeated", message, path=session.path, line=entry.line))
-    return True
+    return repeated
 
 
 def _content_key(raw: dict[str, Any]) -> bytes | None:
