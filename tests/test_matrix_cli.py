@@ -261,6 +261,15 @@ def test_gym_examples_matrix_is_pinned():
 # hermes = 3 session logs + 2 gateway transcripts + 13 ShareGPT lines: no per-call usage and no tool times;
 # tool calls in the cron log, one gateway transcript and the compaction transcript.
 PRODUCER_SAMPLES = {
+    "claude_code": {
+        "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
+        "C2": ("V 1/1", None, 0),
+        "C3": ("X 0/1", "gap:turns_unavailable", 1),
+        "C4": ("V 1/1", None, 0),
+        "C5": ("X 0/1", "gap:tool_timing_unavailable", 1),
+        "C6": ("X 0/1", "gap:tool_timing_unavailable", 1),
+        "C7": ("V 1/1", None, 0),
+    },
     "hermes": {
         "C1": ("X 0/18", "gap:model_calls_unavailable", 18),
         "C2": ("X 0/18", "gap:model_calls_unavailable", 18),
@@ -293,19 +302,19 @@ PRODUCER_SAMPLES = {
 
 def test_producer_samples_matrix_is_pinned():
     data = _matrix(shared_dir("producer-samples"), "--by", "producer")
-    assert data["records"] == 29
+    assert data["records"] == 30
     assert _cells(data) == PRODUCER_SAMPLES
     by_agent = _cells(_matrix(shared_dir("producer-samples")))
-    # no rows: one group; 8 of 29 records report counts (openclaw 5 + pi 3), 27 have a history
+    # no rows: one group; 9 of 30 records report counts (openclaw 5 + pi 3 + claude_code 1), 28 have a history
     assert by_agent == {
         "(unknown)": {
-            "C1": ("O 0/29", "gap:model_calls_unavailable", 21),
-            "C2": ("O 8/29", "gap:model_calls_unavailable", 21),
-            "C3": ("X 0/29", "gap:turns_unavailable", 29),
-            "C4": ("O 27/29", "gap:conversation_unavailable", 2),
-            "C5": ("O 0/11", "gap:tool_timing_unavailable", 11),
-            "C6": ("O 0/11", "gap:tool_timing_unavailable", 11),
-            "C7": ("V 29/29", None, 0),
+            "C1": ("O 0/30", "gap:model_calls_unavailable", 21),
+            "C2": ("O 9/30", "gap:model_calls_unavailable", 21),
+            "C3": ("X 0/30", "gap:turns_unavailable", 30),
+            "C4": ("O 28/30", "gap:conversation_unavailable", 2),
+            "C5": ("O 0/12", "gap:tool_timing_unavailable", 12),
+            "C6": ("O 0/12", "gap:tool_timing_unavailable", 12),
+            "C7": ("V 30/30", None, 0),
         }
     }
 
