@@ -338,3 +338,58 @@ def test_output_is_the_same_whatever_the_jobs(tmp_path, jobs):
     first = out.read_bytes()
     assert run_cli("build", CC, "-o", out, "--jobs", "1").exit_code == 0
     assert out.read_bytes() == first
+
+
+def test_a_row_with_claude_code_observations_keeps_its_bundle(tmp_path):
+    session = tmp_path / "0-0" / "projects" / "-work-demo"
+    shutil.copytree(CC / "tree" / "projects" / "-work-demo", session)
+    bundle = {
+        "source": "claude_code",
+        "records": [
+            {
+                "kind": "agent_invocation",
+                "invocation_id": TREE_ID,
+                "conversation": [{"type": "message", "role": "user", "content": "from the row"}],
+            }
+        ],
+        "gaps": [],
+    }
+    row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}, "ng_agent_observations": bundle}
+    rows = tmp_path / "rollouts.jsonl"
+    rows.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    (record,), stderr = _build(tmp_path, rows, tmp_path / "0-0")
+    assert [i["invocation_id"] for i in record["invocations"]] == [TREE_ID]
+    assert record["invocations"][0]["conversation"][0]["content"] == "from the row"
+    assert f"info[native_superseded]: the row carries claude_code observations, which are used; session {TREE_ID}" in (
+        stderr
+    )
+
+
+def test_odd_shapes_cost_only_what_they_break(tmp_path):
+    deep = '{"x":' * 1010 + "{}" + "}" * 1010  # the reader parses it; the standard serialiser cannot walk it
+    call = (
+        '{"type": "assistant", "uuid": "a2", "sessionId": "s-odd", "toolUseResult": "not an object", "message": '
+        '{"id": "msg_2", "content": [{"type": "tool_use", "id": "t1", "name": "Bash", "input": ' + deep + "}]}}"
+    )
+    lines = [
+        {"type": "user", "uuid": "u1", "sessionId": "s-odd", "message": {"role": "user", "content": "go"}},
+        {
+            "type": "assistant",
+            "uuid": "a1",
+            "sessionId": "s-odd",
+            "message": {"id": "msg_1", "role": "assistant", "content": [{"type": "text", "text": "ok"}], "usage": [1]},
+        },
+    ]
+    odd = {"type": "user", "uuid": "u2", "sessionId": "s-odd", "message": {"content": 7}, "toolUseResult": [1]}
+    path = tmp_path / "s-odd.jsonl"
+    text = "".join(json.dumps(line) + "\n" for line in lines) + call + "\n" + json.dumps(odd) + "\n"
+    path.write_text(text, encoding="utf-8")
+    (record,), stderr = _build(tmp_path, path)
+    assert "native_load_failed" not in stderr
+    assert [c["response_metadata"]["response_id"] for c in record["model_calls"]] == ["msg_1", "msg_2"]
+    assert record["model_calls"][0]["token_stats"]["prompt_tokens"] is None
+    (function_call,) = [i for i in record["invocations"][0]["conversation"] if i["type"] == "function_call"]
+    assert function_call["call_id"] == "t1" and function_call["arguments"] == ""
+    gaps = {(g["code"], g.get("detail")) for g in record["gaps"]}
+    assert ("invalid_assistant_content", "t1") in gaps
+    assert ("unsupported_user_content_block", "int") in gaps

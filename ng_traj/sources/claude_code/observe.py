@@ -87,7 +87,10 @@ def output_text(value: Any) -> str:
         return ""
     if isinstance(value, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in value):
         return "".join(b["text"] if isinstance(b.get("text"), str) else "" for b in value)
-    return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    try:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True)
+    except (RecursionError, ValueError, TypeError):
+        return ""
 
 
 def _blocks(message: dict[str, Any]) -> list[Any]:
@@ -116,7 +119,7 @@ def native_calls(lines: list[Line], invocation_id: str) -> list[NativeCall]:
             groups.setdefault(response_id(line) or f"entry:{line.uuid}", []).append(line)
     calls = []
     for label, group in groups.items():
-        final = max(reversed(group), key=lambda g: _count((g.message.get("usage") or {}).get("output_tokens")) or -1)
+        final = max(reversed(group), key=lambda g: _output_tokens(g.message.get("usage")))
         rid = response_id(group[0])
         tool_ids = frozenset(
             b["id"]
@@ -136,6 +139,22 @@ def native_calls(lines: list[Line], invocation_id: str) -> list[NativeCall]:
         )
         calls.append(NativeCall(invocation_id, rid, tool_ids, call, label))
     return calls
+
+
+def _output_tokens(usage: Any) -> int:
+    """A usage object's ``output_tokens`` (-1 when there is none), to pick a response's final usage."""
+    count = _count(usage.get("output_tokens")) if isinstance(usage, dict) else None
+    return -1 if count is None else count
+
+
+def _arguments(block: dict[str, Any], gap: Any) -> str:
+    """A ``tool_use`` input as JSON text with sorted keys; ``""`` (gap ``invalid_assistant_content``) for one
+    nested deeper than the serialiser can walk."""
+    try:
+        return json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
+    except (RecursionError, ValueError, TypeError):
+        gap("invalid_assistant_content", block.get("id"))
+        return ""
 
 
 def _assistant_items(line: Line, gap: Any) -> list[dict[str, Any]]:
@@ -183,7 +202,7 @@ def _assistant_items(line: Line, gap: Any) -> list[dict[str, Any]]:
                     "type": "function_call",
                     "call_id": call_id,
                     "name": block.get("name") if isinstance(block.get("name"), str) else "",
-                    "arguments": json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True),
+                    "arguments": _arguments(block, gap),
                     "id": call_id,
                     "status": "completed",
                 }
