@@ -17,14 +17,17 @@ matches none can still contribute its transcript usage as a model call, labelled
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from math import isfinite
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ng_traj.contract import AgentObservationBundle, TrajectoryModelCall
 from ng_traj.diagnostics import QUOTE_LIMIT, Diagnostic, DiagnosticSink
 from ng_traj.io.files import resolved
+from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.sniff import Claim, Sniffed
 
 
@@ -194,6 +197,54 @@ def scalar_text(value: object) -> str:
 def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:
     """Names of every folder above ``paths`` (for per-rollout folder attribution)."""
     return frozenset(part for path in paths for part in resolved(Path(path)).parent.parts if part != "/")
+
+
+MILLISECOND_THRESHOLD = 1e11
+"""Numbers at or above this are Unix milliseconds, below it seconds (NeMo Gym's own threshold)."""
+
+
+def timestamp_seconds(value: Any) -> float | None:
+    """A session file's time as UTC Unix seconds: ms or s numbers, or ISO strings (naive read as UTC).
+
+    Booleans, negatives, non-finite numbers and unparseable strings give ``None``.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if not isfinite(value) or value < 0:
+            return None
+        return float(value) / 1000 if value >= MILLISECOND_THRESHOLD else float(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed.replace(tzinfo=parsed.tzinfo or UTC).timestamp()
+    return None
+
+
+def json_objects(
+    path: str | Path, sink: DiagnosticSink, unparseable: Callable[[int], None]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every line of a JSON Lines session file that is a JSON object.
+
+    Problems of the line reader go to ``sink``; a line that is not JSON, or JSON but not an object
+    (reported ``not_an_object``), is handed to ``unparseable`` by its number and skipped.
+
+    Raises:
+        OSError: The file cannot be opened; callers report it as ``unreadable_file``.
+    """
+    for line in iter_json_lines(path):
+        if line.problem is not None:
+            sink.add(line.problem)
+        if not line.ok or not isinstance(line.value, dict):
+            unparseable(line.line)
+            if line.ok:
+                sink.add(
+                    Diagnostic("error", "not_an_object", "JSON, but not an object", path=line.path, line=line.line)
+                )
+            continue
+        yield line.line, line.value
 
 
 LoadUnit = Callable[[NativeUnit, DiagnosticSink], NativeObservations]

@@ -41,8 +41,7 @@ from typing import Any
 
 from ng_traj.contract import ContextCompactionObservation, ObservationGap, ToolCallObservation, TrajectoryModelCall
 from ng_traj.sources.claude_code.transcript import Line
-from ng_traj.sources.native import NativeCall
-from ng_traj.sources.pi.session import timestamp_seconds
+from ng_traj.sources.native import NativeCall, timestamp_seconds
 
 TOOL_STATUSES = frozenset({"completed", "failed", "timeout", "cancelled", "incomplete"})
 PERSISTED = "<persisted-output>"

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
-from ng_traj.io.lines import iter_json_lines
-from ng_traj.sources.native import scalar_text
+from ng_traj.sources.native import json_objects, scalar_text
 
 MESSAGE_TYPES = frozenset({"user", "assistant", "system"})
 """Entry types that take part in the conversation tree."""
@@ -132,17 +131,7 @@ def read_transcript(path: str | Path, sink: DiagnosticSink) -> Transcript:
 def _objects(path: str | Path, transcript: Transcript, sink: DiagnosticSink) -> Iterator[tuple[int, dict[str, Any]]]:
     name = Path(path).name
     try:
-        for line in iter_json_lines(path):
-            if line.problem is not None:
-                sink.add(line.problem)
-            if not line.ok or not isinstance(line.value, dict):
-                transcript.unparseable.append(f"{name}:{line.line}")
-                if line.ok:
-                    sink.add(
-                        Diagnostic("error", "not_an_object", "JSON, but not an object", path=line.path, line=line.line)
-                    )
-                continue
-            yield line.line, line.value
+        yield from json_objects(path, sink, lambda line: transcript.unparseable.append(f"{name}:{line}"))
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         transcript.unreadable = True

@@ -26,39 +26,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from math import isfinite
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
-from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-
-MILLISECOND_THRESHOLD = 1e11
-"""Numbers at or above this are Unix milliseconds, below it seconds (gym-reference §7.4.5)."""
-
-
-def timestamp_seconds(value: Any) -> float | None:
-    """A pi/OpenClaw time as UTC Unix seconds: ms or s numbers, or ISO strings (naive read as UTC).
-
-    Booleans, negatives, non-finite numbers and unparseable strings give ``None``.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        if not isfinite(value) or value < 0:
-            return None
-        return float(value) / 1000 if value >= MILLISECOND_THRESHOLD else float(value)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return parsed.replace(tzinfo=parsed.tzinfo or UTC).timestamp()
-    return None
+from ng_traj.sources.native import json_objects
 
 
 @dataclass(slots=True)
@@ -337,18 +312,11 @@ def _entries_from_events(events: list[Entry]) -> list[Entry]:
 
 
 def _objects(path: str | Path, session: Session, sink: DiagnosticSink) -> Iterator[tuple[int, dict[str, Any]]]:
+    def unparseable(_: int) -> None:
+        session.unparseable += 1
+
     try:
-        for line in iter_json_lines(path):
-            if line.problem is not None:
-                sink.add(line.problem)
-            if not line.ok or not isinstance(line.value, dict):
-                session.unparseable += 1
-                if line.ok:
-                    sink.add(
-                        Diagnostic("error", "not_an_object", "JSON, but not an object", path=line.path, line=line.line)
-                    )
-                continue
-            yield line.line, line.value
+        yield from json_objects(path, sink, unparseable)
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         session.unsupported = "unreadable"
