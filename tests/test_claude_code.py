@@ -393,3 +393,13 @@ def test_odd_shapes_cost_only_what_they_break(tmp_path):
     gaps = {(g["code"], g.get("detail")) for g in record["gaps"]}
     assert ("invalid_assistant_content", "t1") in gaps
     assert ("unsupported_user_content_block", "int") in gaps
+
+
+def test_a_root_transcript_under_another_name_is_still_read_with_its_sub_agents(tmp_path):
+    project = tmp_path / "projects" / "-work-demo"
+    shutil.copytree(CC / "tree" / "projects" / "-work-demo", project)
+    (project / f"{TREE_ID}.jsonl").rename(project / f"{TREE_ID}.jsonl.bak")
+    (record,), _ = _build(tmp_path, tmp_path / "projects")
+    assert record["rollout_id"] == TREE_ID
+    assert len(record["invocations"]) == 7
+    assert record["invocations"][0]["conversation"][0]["content"] == "Refactor the parser and check the tests."

@@ -68,6 +68,11 @@ def _root_path(folder: Path) -> Path:
     return folder.with_name(f"{folder.name}.jsonl")
 
 
+def _is_root(path: Path, folder: Path) -> bool:
+    """True for a transcript beside its session folder (not a sub-agent or companion file)."""
+    return path.parent == folder.parent and ".jsonl" in path.name and not is_companion(path)
+
+
 class ClaudeCodeReader:
     """The Claude Code session reader (module docstring)."""
 
@@ -90,30 +95,35 @@ class ClaudeCodeReader:
         return None
 
     def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
-        """One unit per session folder, with every file of the session."""
+        """One unit per root transcript named (a renamed or archived copy, ``<session>.jsonl.bak`` say,
+        is a root of its own), else per session folder, with every file of the session."""
         groups: dict[Path, set[str]] = {}
         for path in files:
             groups.setdefault(session_folder(path), set()).add(str(path))
         units = []
         for folder in sorted(groups):
-            session = discover(folder, _root_path(folder))
-            paths = tuple(sorted(groups[folder] | set(session.paths)))
-            transcripts = _transcripts(session, DiagnosticSink())
-            ids = frozenset(
-                rid
-                for transcript in transcripts
-                for line in transcript.lines
-                if is_assistant(line) and (rid := response_id(line)) is not None
-            )
-            key = _session_id(session, transcripts)
-            anchor = session.root or paths[0]
-            units.append(NativeUnit(self.name, key, paths, ids, folders_of(paths), anchor=anchor))
+            roots = sorted(p for p in groups[folder] if _is_root(Path(p), folder)) or [str(_root_path(folder))]
+            for root in roots:
+                session = discover(folder, Path(root))
+                others = {p for p in groups[folder] if p not in roots}
+                paths = tuple(sorted(others | set(session.paths)))
+                transcripts = _transcripts(session, DiagnosticSink())
+                ids = frozenset(
+                    rid
+                    for transcript in transcripts
+                    for line in transcript.lines
+                    if is_assistant(line) and (rid := response_id(line)) is not None
+                )
+                key = _session_id(session, transcripts)
+                anchor = session.root or paths[0]
+                hints = (("root", root),)
+                units.append(NativeUnit(self.name, key, paths, ids, folders_of(paths), hints=hints, anchor=anchor))
         return units
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
         """Read the session's transcripts and observe them (module docstring)."""
-        folder = session_folder(Path(unit.anchor or unit.paths[0]))
-        session = discover(folder, _root_path(folder))
+        root = Path(dict(unit.hints)["root"])
+        session = discover(session_folder(root), root)
         gaps: list[ObservationGap] = []
         nodes = _nodes(session, unit.key, sink, gaps)
         _lineage(nodes, unit.key, gaps, sink)
