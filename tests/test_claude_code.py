@@ -403,3 +403,13 @@ def test_a_root_transcript_under_another_name_is_still_read_with_its_sub_agents(
     assert record["rollout_id"] == TREE_ID
     assert len(record["invocations"]) == 7
     assert record["invocations"][0]["conversation"][0]["content"] == "Refactor the parser and check the tests."
+
+
+def test_a_transcript_outside_the_known_layout_is_named_not_dropped_silently(tmp_path):
+    project = tmp_path / "projects" / "-work-demo"
+    shutil.copytree(CC / "tree" / "projects" / "-work-demo", project)
+    stray = project / TREE_ID / "subagents" / "worker.jsonl"
+    shutil.copyfile(project / TREE_ID / "subagents" / "agent-a100.jsonl", stray)
+    (record,), stderr = _build(tmp_path, tmp_path / "projects")
+    assert f"{stray}: warning[input_unsupported]: a Claude Code file in a session folder's layout" in stderr
+    assert len(record["invocations"]) == 7

@@ -106,7 +106,11 @@ class ClaudeCodeReader:
             for root in roots:
                 session = discover(folder, Path(root))
                 others = {p for p in groups[folder] if p not in roots}
-                paths = tuple(sorted(others | set(session.paths)))
+                for stray in sorted(others - set(session.paths)):
+                    message = "a Claude Code file in a session folder's layout no version writes (sub-agents are "
+                    message += "subagents/agent-<id>.jsonl); not read"
+                    sink.add(Diagnostic("warning", "input_unsupported", message, path=stray))
+                paths = tuple(sorted((others & set(session.paths)) | set(session.paths)))
                 transcripts = _transcripts(session, DiagnosticSink())
                 ids = frozenset(
                     rid
