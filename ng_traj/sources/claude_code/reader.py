@@ -198,8 +198,11 @@ def _lineage(nodes: dict[str, _Node], root_id: str, gaps: list[ObservationGap], 
     A fork's copy of its parent's history repeats the parent's spawning results, which would make
     every sub-agent spawned before the fork look claimed twice. So the links are made twice: first
     over every line (only to find each fork's parent and its copies), then over the lines that are
-    not copies, after which the copies are found again against the final parents.
+    not copies, after which the copies are found again against the final parents. A session with
+    no sub-agent (and no tool result naming one) has nothing to link.
     """
+    if not _names_agents(nodes, root_id):
+        return
     _link(nodes, root_id, [], DiagnosticSink())
     _mark_copies(nodes, root_id, DiagnosticSink(), [])
     for node in nodes.values():
@@ -208,6 +211,16 @@ def _lineage(nodes: dict[str, _Node], root_id: str, gaps: list[ObservationGap], 
     for node in nodes.values():
         node.lines, node.copied = [*node.copied, *node.lines], []
     _mark_copies(nodes, root_id, sink, gaps)
+
+
+def _names_agents(nodes: dict[str, _Node], root_id: str) -> bool:
+    if any(node_id != root_id for node_id in nodes):
+        return True
+    return any(
+        isinstance(line.raw.get("toolUseResult"), dict) and "agentId" in line.raw["toolUseResult"]
+        for node in nodes.values()
+        for line in node.lines
+    )
 
 
 def _link(nodes: dict[str, _Node], root_id: str, gaps: list[ObservationGap], sink: DiagnosticSink) -> None:
