@@ -94,7 +94,7 @@ BUILD_CODES: dict[str, str] = {
     "hermes_message_repeated": "a gateway transcript line that repeats an earlier message whole (its time included); read once",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
     "claude_code_entry_unknown": "a Claude Code transcript line of an entry type ng-traj does not know (the message names it and the CLI version); passed over",
-    "claude_code_entry_repeated": "a Claude Code transcript line whose uuid was read before in the file (a resumed session's copy); read once",
+    "claude_code_entry_repeated": "a Claude Code transcript line whose uuid was read before in the file (a resumed session's copy), or a second transcript of one agent id in a session; read once",
     "claude_code_version_unknown": "a Claude Code transcript recording a CLI major version other than 1 or 2 after its first line; read as the current format",
     "claude_code_no_messages": "a Claude Code transcript with no user or assistant message; its invocation has no conversation",
     "claude_code_meta_invalid": "a sub-agent's .meta.json that is not a JSON object; its lineage is taken from the path",

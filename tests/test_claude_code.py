@@ -413,3 +413,24 @@ def test_a_transcript_outside_the_known_layout_is_named_not_dropped_silently(tmp
     (record,), stderr = _build(tmp_path, tmp_path / "projects")
     assert f"{stray}: warning[input_unsupported]: a Claude Code file in a session folder's layout" in stderr
     assert len(record["invocations"]) == 7
+
+
+def test_a_stray_transcript_named_alone_is_named_and_builds_nothing(tmp_path):
+    stray = tmp_path / "s-1" / "subagents" / "worker.jsonl"
+    stray.parent.mkdir(parents=True)
+    shutil.copyfile(CC / "tree" / "projects" / "-work-demo" / TREE_ID / "subagents" / "agent-a100.jsonl", stray)
+    _, stderr = _build(tmp_path, stray, expect=1)
+    assert f"{stray}: warning[input_unsupported]: a Claude Code file in a session folder's layout" in stderr
+    assert "native_load_failed" not in stderr
+
+
+def test_a_second_transcript_of_one_agent_is_named_and_read_once(tmp_path):
+    project = tmp_path / "projects" / "-work-demo"
+    shutil.copytree(CC / "tree" / "projects" / "-work-demo", project)
+    again = project / TREE_ID / "subagents" / "extra" / "agent-a100.jsonl"
+    again.parent.mkdir()
+    shutil.copyfile(project / TREE_ID / "subagents" / "agent-f200.jsonl", again)
+    (record,), stderr = _build(tmp_path, tmp_path / "projects")
+    assert f"{again}: warning[claude_code_entry_repeated]: a second transcript of agent a100 in the session" in stderr
+    by_id = {i["invocation_id"]: i for i in record["invocations"]}
+    assert by_id["a100"]["conversation"][0]["content"] == "Read the parser"

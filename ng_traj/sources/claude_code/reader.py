@@ -110,7 +110,9 @@ class ClaudeCodeReader:
                     message = "a Claude Code file in a session folder's layout no version writes (sub-agents are "
                     message += "subagents/agent-<id>.jsonl); not read"
                     sink.add(Diagnostic("warning", "input_unsupported", message, path=stray))
-                paths = tuple(sorted((others & set(session.paths)) | set(session.paths)))
+                paths = session.paths
+                if not paths:
+                    continue
                 transcripts = _transcripts(session, DiagnosticSink())
                 ids = frozenset(
                     rid
@@ -186,7 +188,9 @@ def _nodes(session: Session, root_id: str, sink: DiagnosticSink, gaps: list[Obse
         if meta is None:
             message = "sub-agent metadata that is not a JSON object; lineage taken from the path"
             sink.add(Diagnostic("warning", "claude_code_meta_invalid", message, path=agent.meta))
-        if agent.agent_id in nodes and nodes[agent.agent_id].path != session.root:
+        if agent.agent_id == root_id or (agent.agent_id in nodes and nodes[agent.agent_id].path != session.root):
+            message = f"a second transcript of agent {agent.agent_id} in the session; the first (in path order) is read"
+            sink.add(Diagnostic("warning", "claude_code_entry_repeated", message, path=agent.path))
             continue
         nodes[agent.agent_id] = _Node(agent.agent_id, agent.path, transcript.lines, meta or {}, agent.path_parent)
     return nodes
