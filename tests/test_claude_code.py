@@ -9,6 +9,7 @@ blocks are messages. The fixture values were worked out by hand from the files (
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 from collections import Counter
@@ -27,6 +28,7 @@ from ng_traj.sources.detect import claims
 CC = FIXTURES / "claude_code"
 TREE_ID = "5d1c0e2a-7b3f-4c1d-9e8a-000000000001"
 SAMPLE = "claude-code_session_thinking-tooluse_per-block-lines.jsonl"
+SCENARIOS = ("tree", "compaction", "damaged", "sidechain")
 
 
 def _lines(path: Path) -> list[dict]:
@@ -158,8 +160,20 @@ def test_gym_claude_code_rollouts_still_build_from_their_rows(tmp_path):
         assert all(r["invocations"][0]["conversation"] for r in records)
 
 
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_fixture_builds_its_golden(tmp_path, scenario):
+    """``expected.jsonl`` pins every byte once the facts the other tests check were derived by hand;
+    ``NG_TRAJ_UPDATE_GOLDEN=1`` rewrites it for review."""
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", CC / scenario / "input", "-o", out).exit_code == 0
+    expected = CC / scenario / "expected.jsonl"
+    if os.environ.get("NG_TRAJ_UPDATE_GOLDEN") == "1":
+        expected.write_bytes(out.read_bytes())
+    assert out.read_bytes() == expected.read_bytes()
+
+
 def test_tree_fixture_sub_agents_nest_five_levels_with_lineage_from_results_meta_and_path(tmp_path):
-    (record,), _ = _build(tmp_path, CC / "tree")
+    (record,), _ = _build(tmp_path, CC / "tree" / "input")
     lineage = [
         (i["invocation_id"], i["parent_invocation_id"], i["spawned_by_tool_call_id"], i["status"])
         for i in record["invocations"]
@@ -192,8 +206,8 @@ def _distinct(folder: Path, kind: str) -> set[str]:
 
 
 def test_tree_fixture_fork_copies_are_counted_once_in_the_parent(tmp_path):
-    (record,), stderr = _build(tmp_path, CC / "tree")
-    responses, tools = _distinct(CC / "tree", "responses"), _distinct(CC / "tree", "tools")
+    (record,), stderr = _build(tmp_path, CC / "tree" / "input")
+    responses, tools = _distinct(CC / "tree" / "input", "responses"), _distinct(CC / "tree" / "input", "tools")
     assert (len(responses), len(tools)) == (13, 6)
     assert sorted(c["response_metadata"]["response_id"] for c in record["model_calls"]) == sorted(responses)
     assert sorted(t["tool_call_id"] for t in record["tool_calls"]) == sorted(tools)
@@ -213,10 +227,10 @@ def test_tree_fixture_fork_copies_are_counted_once_in_the_parent(tmp_path):
 
 
 def test_tree_fixture_externalised_tool_results_are_read_from_the_companion_folder(tmp_path):
-    (record,), _ = _build(tmp_path, CC / "tree" / "projects" / "-work-demo" / f"{TREE_ID}.jsonl")
+    (record,), _ = _build(tmp_path, CC / "tree" / "input" / "projects" / "-work-demo" / f"{TREE_ID}.jsonl")
     root = record["invocations"][0]
     outputs = {i["call_id"]: i["output"] for i in root["conversation"] if i["type"] == "function_call_output"}
-    saved = CC / "tree" / "projects" / "-work-demo" / TREE_ID / "tool-results" / "toolu_big.txt"
+    saved = CC / "tree" / "input" / "projects" / "-work-demo" / TREE_ID / "tool-results" / "toolu_big.txt"
     assert outputs["toolu_big"] == saved.read_text(encoding="utf-8")
     assert outputs["toolu_gone"].startswith("<persisted-output>\nOutput too large (120.0KB)")
     gaps = [(g["code"], g["detail"]) for g in record["gaps"] if g["code"] == "tool_result_output_unavailable"]
@@ -227,9 +241,9 @@ def test_tree_fixture_externalised_tool_results_are_read_from_the_companion_fold
 
 
 def test_tool_start_comes_only_from_a_recorded_duration(tmp_path):
-    (record,), _ = _build(tmp_path, CC / "tree")
+    (record,), _ = _build(tmp_path, CC / "tree" / "input")
     timing = {t["tool_call_id"]: (t["started_at"], t["completed_at"], t["duration_ms"]) for t in record["tool_calls"]}
-    root = _lines(CC / "tree" / "projects" / "-work-demo" / f"{TREE_ID}.jsonl")
+    root = _lines(CC / "tree" / "input" / "projects" / "-work-demo" / f"{TREE_ID}.jsonl")
     result_time = {
         b["tool_use_id"]: line["timestamp"]
         for line in root
@@ -242,7 +256,7 @@ def test_tool_start_comes_only_from_a_recorded_duration(tmp_path):
 
 
 def test_thinking_tokens_are_reasoning_tokens(tmp_path):
-    (record,), _ = _build(tmp_path, CC / "tree")
+    (record,), _ = _build(tmp_path, CC / "tree" / "input")
     stats = {c["response_metadata"]["response_id"]: c["token_stats"] for c in record["model_calls"]}
     assert stats["msg_R1"] == {
         "prompt_tokens": 12 + 100 + 5,
@@ -254,7 +268,7 @@ def test_thinking_tokens_are_reasoning_tokens(tmp_path):
 
 
 def test_compaction_boundary_and_summary_make_one_compaction(tmp_path):
-    folder = CC / "compaction" / "projects" / "-work-logs"
+    folder = CC / "compaction" / "input" / "projects" / "-work-logs"
     (path,) = folder.glob("*.jsonl")
     observations = READER.load(READER.index([path], DiagnosticSink())[0], DiagnosticSink())
     (compaction,) = [r for r in observations.bundle.records if r.kind == "context_compaction"]
@@ -268,8 +282,8 @@ def test_compaction_boundary_and_summary_make_one_compaction(tmp_path):
 
 
 def test_damaged_lines_are_named_and_lose_nothing_else(tmp_path):
-    (record,), stderr = _build(tmp_path, CC / "damaged")
-    (path,) = (CC / "damaged").rglob("*.jsonl")
+    (record,), stderr = _build(tmp_path, CC / "damaged" / "input")
+    (path,) = (CC / "damaged" / "input").rglob("*.jsonl")
     name = path.name
     assert f"{path}:3: error[invalid_json]" in stderr
     assert f"{path}:5: error[not_an_object]" in stderr
@@ -284,7 +298,7 @@ def test_damaged_lines_are_named_and_lose_nothing_else(tmp_path):
 
 
 def test_in_file_sidechains_of_cli_1_are_sub_agents(tmp_path):
-    (record,), _ = _build(tmp_path, CC / "sidechain")
+    (record,), _ = _build(tmp_path, CC / "sidechain" / "input")
     lineage = [
         (i["invocation_id"], i["parent_invocation_id"], i["spawned_by_tool_call_id"]) for i in record["invocations"]
     ]
@@ -296,14 +310,14 @@ def test_in_file_sidechains_of_cli_1_are_sub_agents(tmp_path):
 
 
 def test_an_unknown_cli_major_version_is_input_unsupported_with_the_version(tmp_path):
-    _, stderr = _build(tmp_path, CC / "cli_v3", expect=1)
+    _, stderr = _build(tmp_path, CC / "cli_v3" / "input", expect=1)
     assert re.search(
         r"info\[input_unsupported\]: recognised as Claude Code session transcript of CLI version 3\.0\.1", stderr
     )
 
 
 def test_companion_files_are_claimed_and_belong_to_their_session():
-    folder = CC / "tree" / "projects" / "-work-demo" / TREE_ID
+    folder = CC / "tree" / "input" / "projects" / "-work-demo" / TREE_ID
     meta = folder / "subagents" / "agent-a100.meta.json"
     saved = folder / "tool-results" / "toolu_big.txt"
     assert [c.kind for c in claims(meta)] == [c.kind for c in claims(saved)] == ["claude_code"]
@@ -321,7 +335,7 @@ def test_companion_files_are_claimed_and_belong_to_their_session():
 
 def test_unrelated_session_folders_stay_apart(tmp_path):
     root = tmp_path / "projects" / "-work-demo"
-    shutil.copytree(CC / "tree" / "projects" / "-work-demo", root)
+    shutil.copytree(CC / "tree" / "input" / "projects" / "-work-demo", root)
     other = root / "5d1c0e2a-7b3f-4c1d-9e8a-00000000000f" / "subagents"
     other.mkdir(parents=True)
     shutil.copyfile(root / TREE_ID / "subagents" / "agent-a101.jsonl", other / "agent-z9.jsonl")
@@ -334,15 +348,16 @@ def test_unrelated_session_folders_stay_apart(tmp_path):
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_output_is_the_same_whatever_the_jobs(tmp_path, jobs):
     out = tmp_path / "out.jsonl"
-    assert run_cli("build", CC, "-o", out, "--jobs", jobs).exit_code == 0
+    inputs = [CC / name / "input" for name in SCENARIOS]
+    assert run_cli("build", *inputs, "-o", out, "--jobs", jobs).exit_code == 0
     first = out.read_bytes()
-    assert run_cli("build", CC, "-o", out, "--jobs", "1").exit_code == 0
+    assert run_cli("build", *reversed(inputs), "-o", out, "--jobs", "1").exit_code == 0
     assert out.read_bytes() == first
 
 
 def test_a_row_with_claude_code_observations_keeps_its_bundle(tmp_path):
     session = tmp_path / "0-0" / "projects" / "-work-demo"
-    shutil.copytree(CC / "tree" / "projects" / "-work-demo", session)
+    shutil.copytree(CC / "tree" / "input" / "projects" / "-work-demo", session)
     bundle = {
         "source": "claude_code",
         "records": [
@@ -397,7 +412,7 @@ def test_odd_shapes_cost_only_what_they_break(tmp_path):
 
 def test_a_root_transcript_under_another_name_is_still_read_with_its_sub_agents(tmp_path):
     project = tmp_path / "projects" / "-work-demo"
-    shutil.copytree(CC / "tree" / "projects" / "-work-demo", project)
+    shutil.copytree(CC / "tree" / "input" / "projects" / "-work-demo", project)
     (project / f"{TREE_ID}.jsonl").rename(project / f"{TREE_ID}.jsonl.bak")
     (record,), _ = _build(tmp_path, tmp_path / "projects")
     assert record["rollout_id"] == TREE_ID
@@ -407,7 +422,7 @@ def test_a_root_transcript_under_another_name_is_still_read_with_its_sub_agents(
 
 def test_a_transcript_outside_the_known_layout_is_named_not_dropped_silently(tmp_path):
     project = tmp_path / "projects" / "-work-demo"
-    shutil.copytree(CC / "tree" / "projects" / "-work-demo", project)
+    shutil.copytree(CC / "tree" / "input" / "projects" / "-work-demo", project)
     stray = project / TREE_ID / "subagents" / "worker.jsonl"
     shutil.copyfile(project / TREE_ID / "subagents" / "agent-a100.jsonl", stray)
     (record,), stderr = _build(tmp_path, tmp_path / "projects")
@@ -418,7 +433,9 @@ def test_a_transcript_outside_the_known_layout_is_named_not_dropped_silently(tmp
 def test_a_stray_transcript_named_alone_is_named_and_builds_nothing(tmp_path):
     stray = tmp_path / "s-1" / "subagents" / "worker.jsonl"
     stray.parent.mkdir(parents=True)
-    shutil.copyfile(CC / "tree" / "projects" / "-work-demo" / TREE_ID / "subagents" / "agent-a100.jsonl", stray)
+    shutil.copyfile(
+        CC / "tree" / "input" / "projects" / "-work-demo" / TREE_ID / "subagents" / "agent-a100.jsonl", stray
+    )
     _, stderr = _build(tmp_path, stray, expect=1)
     assert f"{stray}: warning[input_unsupported]: a Claude Code file in a session folder's layout" in stderr
     assert "native_load_failed" not in stderr
@@ -426,7 +443,7 @@ def test_a_stray_transcript_named_alone_is_named_and_builds_nothing(tmp_path):
 
 def test_a_second_transcript_of_one_agent_is_named_and_read_once(tmp_path):
     project = tmp_path / "projects" / "-work-demo"
-    shutil.copytree(CC / "tree" / "projects" / "-work-demo", project)
+    shutil.copytree(CC / "tree" / "input" / "projects" / "-work-demo", project)
     again = project / TREE_ID / "subagents" / "extra" / "agent-a100.jsonl"
     again.parent.mkdir()
     shutil.copyfile(project / TREE_ID / "subagents" / "agent-f200.jsonl", again)
