@@ -451,3 +451,21 @@ def test_a_second_transcript_of_one_agent_is_named_and_read_once(tmp_path):
     assert f"{again}: warning[claude_code_entry_repeated]: a second transcript of agent a100 in the session" in stderr
     by_id = {i["invocation_id"]: i for i in record["invocations"]}
     assert by_id["a100"]["conversation"][0]["content"] == "Read the parser"
+
+
+def test_a_tool_call_id_written_twice_is_ambiguous_and_gets_no_record(tmp_path):
+    def line(uuid, message, **extra):
+        return {"type": message["role"], "uuid": uuid, "sessionId": "s-dup", "message": message, **extra}
+
+    use = {"type": "tool_use", "id": "t1", "name": "Bash", "input": {}}
+    lines = [
+        line("u1", {"role": "user", "content": "go"}),
+        line("a1", {"id": "msg_1", "role": "assistant", "content": [use]}),
+        line("a2", {"id": "msg_2", "role": "assistant", "content": [use]}),
+        line("u2", {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": "ok"}]}),
+    ]
+    path = tmp_path / "s-dup.jsonl"
+    path.write_text("".join(json.dumps(item) + "\n" for item in lines), encoding="utf-8")
+    (record,), _ = _build(tmp_path, path)
+    assert record["tool_calls"] == []
+    assert [g["detail"] for g in record["gaps"] if g["code"] == "ambiguous_tool_artifact"] == ["t1"]

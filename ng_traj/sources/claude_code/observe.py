@@ -323,9 +323,11 @@ def _tools(
     finishes = Counter(result.call_id for result in results)
     by_id = {result.call_id: result for result in results}
     records = []
+    ambiguous: set[str] = set()
     for call_id, name in calls:
         if starts[call_id] > 1 or finishes[call_id] > 1:
-            if (call_id, name) == next(c for c in calls if c[0] == call_id):
+            if call_id not in ambiguous:
+                ambiguous.add(call_id)
                 gap("ambiguous_tool_artifact", call_id)
             continue
         result = by_id.get(call_id)
