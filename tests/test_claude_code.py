@@ -469,3 +469,24 @@ def test_a_tool_call_id_written_twice_is_ambiguous_and_gets_no_record(tmp_path):
     (record,), _ = _build(tmp_path, path)
     assert record["tool_calls"] == []
     assert [g["detail"] for g in record["gaps"] if g["code"] == "ambiguous_tool_artifact"] == ["t1"]
+
+
+def test_the_compaction_call_is_not_associated_with_its_compaction(tmp_path):
+    """NeMo Gym's producer ties a captured summary call to its compaction by the summary text; ng-traj
+    does not (a registered deviation): the call stays a model call no invocation owns."""
+    summary = "The user asked for a log summary; two restarts were found."
+    calls = [_capture_line(0, "msg_K1", "m"), _capture_line(1, "msg_C0", "m"), _capture_line(2, "msg_K2", "m")]
+    calls[1]["request"]["messages"] = [
+        {"role": "user", "content": "Your task is to create a detailed summary of the conversation so far"}
+    ]
+    calls[1]["response"]["content"] = [{"type": "text", "text": f"<summary>{summary}</summary>"}]
+    rows = tmp_path / "rollouts.jsonl"
+    rows.write_text(json.dumps({"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {}}) + "\n")
+    capture = tmp_path / "capture" / "0-0.capture.jsonl"
+    capture.parent.mkdir()
+    capture.write_text("".join(json.dumps(call) + "\n" for call in calls))
+    (record,), _ = _build(tmp_path, rows, capture.parent, CC / "compaction" / "input")
+    (invocation,) = record["invocations"]
+    assert [ref["response_id"] for ref in invocation["model_calls"]] == ["msg_K1", "msg_K2"]
+    assert len(record["model_calls"]) == 3
+    assert [t["model_calls"][0]["response_id"] for t in record["turns"]] == ["msg_K1", "msg_K2"]
