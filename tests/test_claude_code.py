@@ -490,3 +490,5 @@ def test_the_compaction_call_is_not_associated_with_its_compaction(tmp_path):
     assert [ref["response_id"] for ref in invocation["model_calls"]] == ["msg_K1", "msg_K2"]
     assert len(record["model_calls"]) == 3
     assert [t["model_calls"][0]["response_id"] for t in record["turns"]] == ["msg_K1", "msg_K2"]
+    unowned = [g["detail"] for g in record["gaps"] if g["code"] == "model_call_ownership_unavailable"]
+    assert unowned == [f"capture:{1:032x}:call_index=1"]
