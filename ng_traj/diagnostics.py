@@ -99,6 +99,12 @@ BUILD_CODES: dict[str, str] = {
     "codex_session_meta_missing": "a Codex rollout whose first record is not a readable session_meta; its thread id is taken from the file name",
     "codex_thread_repeated": "two Codex rollout files with one thread id; the first in path order is read",
     "codex_turns_unavailable": "a Codex rollout with records but no turns the reader can find; its invocation has no conversation",
+    "claude_code_entry_unknown": "a Claude Code transcript line of an entry type ng-traj does not know (the message names it and the CLI version); passed over",
+    "claude_code_entry_repeated": "a Claude Code transcript line whose uuid was read before in the file (a resumed session's copy), or a second transcript of one agent id in a session; read once",
+    "claude_code_version_unknown": "a Claude Code transcript recording a CLI major version other than 1 or 2 after its first line; read as the current format",
+    "claude_code_no_messages": "a Claude Code transcript with no user or assistant message; its invocation has no conversation",
+    "claude_code_meta_invalid": "a sub-agent's .meta.json that is not a JSON object; its lineage is taken from the path",
+    "claude_code_context_copied": "a Claude Code sub-agent whose first entries repeat its parent's history (a fork); counted once, in the parent",
     "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""

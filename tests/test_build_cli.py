@@ -280,7 +280,6 @@ def test_as_capture_forces_the_kind(tmp_path):
 @pytest.mark.parametrize(
     ("sample", "description"),
     [
-        ("claude-code/claude-code_session_thinking-tooluse_per-block-lines.jsonl", "Claude Code session transcript"),
         ("opencode/opencode_export_v1.17.11_gym-test-data.json", "OpenCode export"),
         ("hermes/hermes_request-dump_cron_max-retries-exhausted.json", None),
     ],

@@ -261,6 +261,15 @@ def test_gym_examples_matrix_is_pinned():
 # hermes = 3 session logs + 2 gateway transcripts + 13 ShareGPT lines: no per-call usage and no tool times;
 # tool calls in the cron log, one gateway transcript and the compaction transcript.
 PRODUCER_SAMPLES = {
+    "claude_code": {
+        "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
+        "C2": ("V 1/1", None, 0),
+        "C3": ("X 0/1", "gap:turns_unavailable", 1),
+        "C4": ("V 1/1", None, 0),
+        "C5": ("X 0/1", "gap:tool_timing_unavailable", 1),
+        "C6": ("X 0/1", "gap:tool_timing_unavailable", 1),
+        "C7": ("V 1/1", None, 0),
+    },
     "codex": {  # one tree; its root thread's own rollout is not among the samples
         "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
         "C2": ("V 1/1", None, 0),

@@ -7,7 +7,8 @@ import pytest
 
 from conftest import FIXTURES, run_cli
 from ng_traj.diagnostics import DiagnosticSink
-from ng_traj.sources.pi.session import read_session, timestamp_seconds
+from ng_traj.sources.native import timestamp_seconds
+from ng_traj.sources.pi.session import read_session
 
 PI = FIXTURES / "pi"
 N = None

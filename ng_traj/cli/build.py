@@ -19,7 +19,7 @@ from ng_traj.cli.output import (
 )
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
-KINDS_HELP = "Force the kind of every named input: rollouts, capture, pi, openclaw or hermes."
+KINDS_HELP = "Force the kind of every named input: rollouts, capture, pi, openclaw, hermes or claude_code."
 ROLE_HELP = (
     "NAME=ROLE: the role of model server NAME (its model_ref.name), e.g. judge_model=judge, "
     "policy_model=policy, user_model=user_simulator (repeatable)."

@@ -203,6 +203,15 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "parent, and kept out of the sub-agent's conversation and model calls; detail names the copied "
         "entries (lines=<first>-<last> for Codex)"
     ),
+    "subagent_context_copied": (
+        "a sub-agent's transcript starts with entries copied from its parent's history (a forked Claude Code "
+        "sub-agent): they are kept out of the sub-agent's conversation, model calls and tool calls, which the "
+        "parent already counts; detail parent=<id>;entries=<n>;first=<uuid>;last=<uuid>"
+    ),
+    "tool_result_output_unavailable": (
+        "a Claude Code tool result is a stub for output saved to the session's tool-results folder, and that "
+        "file is not there: the stub is kept as the output; detail is the tool call id"
+    ),
     "model_call_from_judge_record": (
         "a judge call known only from the rollout row's judge record (no captured call matched): metadata and "
         "token counts derive from the recorded response; detail is <location>:<response_id>"

@@ -52,13 +52,6 @@ def _capture_shaped(s: Sniffed) -> Claim | None:
     return None
 
 
-def _claude_code(s: Sniffed) -> Claim | None:
-    first = s.first
-    if isinstance(first, dict) and "sessionId" in first and "type" in first and "responses_create_params" not in first:
-        return Claim("unsupported", "Claude Code session transcript (not read yet)")
-    return None
-
-
 def _opencode(s: Sniffed) -> Claim | None:
     if isinstance(s.first, dict) and {"info", "messages"} <= s.first.keys():
         return Claim("unsupported", "OpenCode export (not read yet)")
@@ -76,7 +69,6 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _capture,
     _rollouts,
     _capture_shaped,
-    _claude_code,
     _opencode,
     _trajectories,
 ]

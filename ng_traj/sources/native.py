@@ -17,14 +17,17 @@ matches none can still contribute its transcript usage as a model call, labelled
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from math import isfinite
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from ng_traj.contract import AgentObservationBundle, TrajectoryModelCall
 from ng_traj.diagnostics import QUOTE_LIMIT, Diagnostic, DiagnosticSink
 from ng_traj.io.files import resolved
+from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.sniff import Claim, Sniffed
 
 
@@ -194,6 +197,69 @@ def scalar_text(value: object) -> str:
 def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:
     """Names of every folder above ``paths`` (for per-rollout folder attribution)."""
     return frozenset(part for path in paths for part in resolved(Path(path)).parent.parts if part != "/")
+
+
+EPOCH_UNITS = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6))
+"""Epoch numbers below each bound are in the unit of that many per second; larger ones are nanoseconds.
+
+Since 2001 an epoch time is about 1e9 in seconds, 1e12 in milliseconds, 1e15 in microseconds and 1e18 in
+nanoseconds, so the unit shows in the magnitude: below 1e11 seconds, below 1e14 milliseconds, below 1e17
+microseconds, else nanoseconds. Only epoch times are read this way, never durations."""
+
+NANOSECONDS = 1e9
+
+
+def epoch_seconds(value: float) -> float:
+    """An epoch number in seconds, milliseconds, microseconds or nanoseconds as seconds (by magnitude)."""
+    for bound, per_second in EPOCH_UNITS:
+        if value < bound:
+            return float(value) / per_second
+    return float(value) / NANOSECONDS
+
+
+def timestamp_seconds(value: Any) -> float | None:
+    """A session file's time as UTC Unix seconds: an epoch number in s, ms, µs or ns (``EPOCH_UNITS``),
+    or an ISO string (naive read as UTC).
+
+    Booleans, negatives, non-finite numbers and unparseable strings give ``None``.
+    """
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int | float):
+        if not isfinite(value) or value < 0:
+            return None
+        return epoch_seconds(value)
+    if isinstance(value, str):
+        try:
+            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
+        except ValueError:
+            return None
+        return parsed.replace(tzinfo=parsed.tzinfo or UTC).timestamp()
+    return None
+
+
+def json_objects(
+    path: str | Path, sink: DiagnosticSink, unparseable: Callable[[int], None]
+) -> Iterator[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for every line of a JSON Lines session file that is a JSON object.
+
+    Problems of the line reader go to ``sink``; a line that is not JSON, or JSON but not an object
+    (reported ``not_an_object``), is handed to ``unparseable`` by its number and skipped.
+
+    Raises:
+        OSError: The file cannot be opened; callers report it as ``unreadable_file``.
+    """
+    for line in iter_json_lines(path):
+        if line.problem is not None:
+            sink.add(line.problem)
+        if not line.ok or not isinstance(line.value, dict):
+            unparseable(line.line)
+            if line.ok:
+                sink.add(
+                    Diagnostic("error", "not_an_object", "JSON, but not an object", path=line.path, line=line.line)
+                )
+            continue
+        yield line.line, line.value
 
 
 LoadUnit = Callable[[NativeUnit, DiagnosticSink], NativeObservations]

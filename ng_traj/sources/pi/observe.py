@@ -33,10 +33,10 @@ from ng_traj.contract import (
     TrajectoryModelCall,
 )
 from ng_traj.contract.conversation import validate_items
-from ng_traj.sources.native import NativeCall, scalar_text
+from ng_traj.sources.native import NativeCall, scalar_text, timestamp_seconds
 from ng_traj.sources.pi.conversation import conversation, tool_call_id
 from ng_traj.sources.pi.copies import id_list
-from ng_traj.sources.pi.session import Entry, Session, timestamp_seconds
+from ng_traj.sources.pi.session import Entry, Session
 
 DIALECTS = {
     "anthropic-messages": "messages",

@@ -26,55 +26,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
-from math import isfinite
 from pathlib import Path
 from typing import Any
 
 import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
-from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.lineage import cycle_text, parent_cycles
+from ng_traj.sources.native import json_objects
 from ng_traj.sources.pi.copies import CopyIndex, content_key, report_copies
-
-EPOCH_UNITS = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6))
-"""Epoch numbers below each bound are in the unit of that many per second; larger ones are nanoseconds.
-
-Since 2001 an epoch time is about 1e9 in seconds, 1e12 in milliseconds, 1e15 in microseconds and 1e18 in
-nanoseconds, so the unit shows in the magnitude: below 1e11 seconds, below 1e14 milliseconds, below 1e17
-microseconds, else nanoseconds. Only epoch times are read this way, never durations."""
-
-NANOSECONDS = 1e9
-
-
-def epoch_seconds(value: float) -> float:
-    """An epoch number in seconds, milliseconds, microseconds or nanoseconds as seconds (by magnitude)."""
-    for bound, per_second in EPOCH_UNITS:
-        if value < bound:
-            return float(value) / per_second
-    return float(value) / NANOSECONDS
-
-
-def timestamp_seconds(value: Any) -> float | None:
-    """A pi/OpenClaw time as UTC Unix seconds: an epoch number in s, ms, µs or ns (``EPOCH_UNITS``), or
-    an ISO string (naive read as UTC).
-
-    Booleans, negatives, non-finite numbers and unparseable strings give ``None``.
-    """
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int | float):
-        if not isfinite(value) or value < 0:
-            return None
-        return epoch_seconds(value)
-    if isinstance(value, str):
-        try:
-            parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
-        except ValueError:
-            return None
-        return parsed.replace(tzinfo=parsed.tzinfo or UTC).timestamp()
-    return None
 
 
 @dataclass(slots=True)
@@ -387,18 +347,11 @@ def _entries_from_events(events: list[Entry]) -> list[Entry]:
 
 
 def _objects(path: str | Path, session: Session, sink: DiagnosticSink) -> Iterator[tuple[int, dict[str, Any]]]:
+    def unparseable(_: int) -> None:
+        session.unparseable += 1
+
     try:
-        for line in iter_json_lines(path):
-            if line.problem is not None:
-                sink.add(line.problem)
-            if not line.ok or not isinstance(line.value, dict):
-                session.unparseable += 1
-                if line.ok:
-                    sink.add(
-                        Diagnostic("error", "not_an_object", "JSON, but not an object", path=line.path, line=line.line)
-                    )
-                continue
-            yield line.line, line.value
+        yield from json_objects(path, sink, unparseable)
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         session.unsupported = "unreadable"
