@@ -93,6 +93,10 @@ BUILD_CODES: dict[str, str] = {
     "hermes_time_invalid": "a state.db session's started_at or ended_at that is not a time; no duration",
     "hermes_message_repeated": "a gateway transcript line that repeats an earlier message whole (its time included); read once",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
+    "opencode_db_unreadable": "an opencode.db (its private copy) could not be read, or has no OpenCode session tables; sessions it holds are not built",
+    "opencode_record_invalid": "an OpenCode export or message that is not the object its format needs; skipped",
+    "opencode_record_unowned": "OpenCode messages of a session the store does not hold; left out",
+    "opencode_session_duplicate": "an OpenCode session in two inputs; the first (in path order) is used",
     "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""

@@ -11,7 +11,7 @@ import pytest
 import ng_traj
 
 ROOT = Path(ng_traj.__file__).parent
-PRODUCERS = ("capture", "rollouts", "judge", "pi", "openclaw", "hermes")
+PRODUCERS = ("capture", "rollouts", "judge", "pi", "openclaw", "hermes", "opencode")
 
 
 def _modules() -> dict[str, Path]:

@@ -222,8 +222,19 @@ def _legacy(c2, tools):
     return {**cells, "C5": tool, "C6": tool}
 
 
+# "(unknown)": five legacy rows of no known agent (4 tool calls) and the OpenCode export's own session
+# (2 calls with transcript usage, 1 timed tool call, 2 producer turns without a question)
+_UNKNOWN = {
+    "C1": ("O 0/6", "gap:model_calls_unavailable", 5),
+    "C2": ("O 1/6", "gap:model_calls_unavailable", 5),
+    "C3": ("O 0/6", "gap:turns_unavailable", 5),
+    "C4": ("O 1/6", "gap:conversation_from_rollout_record", 5),
+    "C5": ("O 1/5", "gap:conversation_from_rollout_record", 4),
+    "C6": ("O 1/5", "gap:conversation_from_rollout_record", 4),
+    "C7": ("O 1/6", "gap:conversation_from_rollout_record", 5),
+}
 GYM_EXAMPLES = {
-    "(unknown)": (_legacy("O", 4), None),
+    "(unknown)": (_UNKNOWN, None),
     "anyswe_claude_code": (_legacy("O", 5), "anyswe_agent"),
     "anyswe_hermes": (_legacy("O", 5), "anyswe_agent"),
     "anyswe_openclaw": (_legacy("O", 0), "anyswe_agent"),
@@ -242,14 +253,14 @@ GYM_EXAMPLES = {
 
 def test_gym_examples_matrix_is_pinned():
     data = _matrix(shared_dir("gym-examples"), "--reference")
-    assert data["records"] == 70
+    assert data["records"] == 71
     assert _cells(data) == {name: cells for name, (cells, _) in GYM_EXAMPLES.items()}
     assert {g["group"]: g["reference_row"] for g in data["groups"]} == {n: row for n, (_, row) in GYM_EXAMPLES.items()}
     openclaw = next(g for g in data["groups"] if g["group"] == "math_with_judge_openclaw_agent")["cells"]
     # documented openclaw_agent V V X O V V V: only C3 (X) agrees with these legacy rows
     assert [c for c, cell in openclaw.items() if cell["agrees"]] == ["C3"]
     by_producer = _cells(_matrix(shared_dir("gym-examples"), "--by", "producer"))
-    assert list(by_producer) == ["(none)"]  # no row carries agent-side evidence
+    assert list(by_producer) == ["(none)", "opencode"]  # no row carries agent-side evidence; the export does
 
 
 # Derived by hand from the rules over what the readers build from ../shared/producer-samples/ (no rows,
@@ -259,7 +270,9 @@ def test_gym_examples_matrix_is_pinned():
 # exec results carry durationMs (done_exec: 1 of 6, the .deleted archive: 35 of 55), so C5/C6 O for those
 # two and X for the other three with tool calls. pi = 3 v1 files: usage on every call, no durationMs.
 # hermes = 3 session logs + 2 gateway transcripts + 13 ShareGPT lines: no per-call usage and no tool times;
-# tool calls in the cron log, one gateway transcript and the compaction transcript.
+# tool calls in the cron log, one gateway transcript and the compaction transcript. opencode = the 1.17.11
+# export: 2 step-finish calls with usage (no capture), 1 tool with start and end, producer turns whose
+# question is null (as upstream's OpenCode turns).
 PRODUCER_SAMPLES = {
     "hermes": {
         "C1": ("X 0/18", "gap:model_calls_unavailable", 18),
@@ -279,6 +292,15 @@ PRODUCER_SAMPLES = {
         "C6": ("O 0/5", "gap:tool_timing_unavailable", 5),
         "C7": ("V 8/8", None, 0),
     },
+    "opencode": {
+        "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
+        "C2": ("V 1/1", None, 0),
+        "C3": ("O 0/1", "missing:turns[].question", 1),
+        "C4": ("V 1/1", None, 0),
+        "C5": ("V 1/1", None, 0),
+        "C6": ("V 1/1", None, 0),
+        "C7": ("V 1/1", None, 0),
+    },
     "pi": {
         "C1": ("O 0/3", "gap:model_call_usage_from_transcript", 3),
         "C2": ("V 3/3", None, 0),
@@ -293,19 +315,19 @@ PRODUCER_SAMPLES = {
 
 def test_producer_samples_matrix_is_pinned():
     data = _matrix(shared_dir("producer-samples"), "--by", "producer")
-    assert data["records"] == 29
+    assert data["records"] == 30
     assert _cells(data) == PRODUCER_SAMPLES
     by_agent = _cells(_matrix(shared_dir("producer-samples")))
-    # no rows: one group; 8 of 29 records report counts (openclaw 5 + pi 3), 27 have a history
+    # no rows: one group; 9 of 30 records report counts (openclaw 5 + pi 3 + opencode 1), 28 have a history
     assert by_agent == {
         "(unknown)": {
-            "C1": ("O 0/29", "gap:model_calls_unavailable", 21),
-            "C2": ("O 8/29", "gap:model_calls_unavailable", 21),
-            "C3": ("X 0/29", "gap:turns_unavailable", 29),
-            "C4": ("O 27/29", "gap:conversation_unavailable", 2),
-            "C5": ("O 0/11", "gap:tool_timing_unavailable", 11),
-            "C6": ("O 0/11", "gap:tool_timing_unavailable", 11),
-            "C7": ("V 29/29", None, 0),
+            "C1": ("O 0/30", "gap:model_calls_unavailable", 21),
+            "C2": ("O 9/30", "gap:model_calls_unavailable", 21),
+            "C3": ("O 0/30", "gap:turns_unavailable", 29),
+            "C4": ("O 28/30", "gap:conversation_unavailable", 2),
+            "C5": ("O 1/12", "gap:tool_timing_unavailable", 11),
+            "C6": ("O 1/12", "gap:tool_timing_unavailable", 11),
+            "C7": ("V 30/30", None, 0),
         }
     }
 

@@ -20,9 +20,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
-from ng_traj.contract import AgentObservationBundle, TrajectoryModelCall
+from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryModelCall
 from ng_traj.diagnostics import QUOTE_LIMIT, Diagnostic, DiagnosticSink
 from ng_traj.io.files import resolved
 from ng_traj.sources.sniff import Claim, Sniffed
@@ -88,6 +88,8 @@ class NativeObservations:
     bundle: AgentObservationBundle
     calls: list[NativeCall] = field(default_factory=list)
     session_totals: dict[str, int] = field(default_factory=dict)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    turn_gaps: list[ObservationGap] = field(default_factory=list)
 
 
 class NativeReader(Protocol):

@@ -8,4 +8,5 @@ from __future__ import annotations
 
 from ng_traj.sources.hermes import reader as hermes  # noqa: F401
 from ng_traj.sources.openclaw import reader as openclaw  # noqa: F401
+from ng_traj.sources.opencode import reader as opencode  # noqa: F401
 from ng_traj.sources.pi import reader as pi  # noqa: F401
