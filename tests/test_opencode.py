@@ -314,3 +314,49 @@ def test_row_bundle_of_opencode_wins_over_its_session_files(tmp_path):
     assert invocations[0] == "from_row" and "ses_main" not in invocations and "ses_fork" not in invocations
     assert record["turns"] == []
     assert "native_superseded" in stderr
+
+
+def test_a_part_type_that_is_not_text_costs_the_message_turn_not_the_session(tmp_path):
+    export = json.loads((OPENCODE / "exports" / "input" / "ses_sub.json").read_text())
+    export["messages"][1]["parts"][0]["type"] = ["step-start"]  # a list where the type belongs
+    path = tmp_path / "ses_sub.json"
+    path.write_text(json.dumps(export))
+    (record,), stderr = _build(tmp_path, path)
+    assert "native_load_failed" not in stderr
+    assert [i["invocation_id"] for i in record["invocations"]] == ["ses_sub"]
+    assert _gaps(record, "turns_unavailable") == [(None, "msg_s2")]
+    assert len(record["model_calls"]) == 1  # its step-finish still counts
+
+
+def test_store_gaps_go_to_one_tree_and_a_duplicate_session_is_read_once(tmp_path):
+    spec = json.loads((OPENCODE / "db_v1" / "input" / "opencode.db.json").read_text())
+    for row in spec["rows"]["session"]:
+        row["parent_id"] = None  # two trees in one database
+    folder = tmp_path / "input"
+    (folder / "db").mkdir(parents=True)
+    (folder / "db" / "opencode.db.json").write_text(json.dumps(spec))
+    materialise(folder, tmp_path / "built")
+    exports = tmp_path / "built" / "exports"
+    exports.mkdir()
+    shutil.copyfile(OPENCODE / "exports" / "input" / "ses_sub.json", exports / "a.json")
+    shutil.copyfile(OPENCODE / "exports" / "input" / "ses_sub.json", exports / "b.json")
+    records, stderr = _build(tmp_path, tmp_path / "built")
+    by_id = {r["rollout_id"]: r for r in records}
+    assert sorted(by_id) == ["ses_child", "ses_root", "ses_sub"]
+    assert [_gaps(by_id[k], "agent_artifact_record_unowned") for k in ("ses_child", "ses_root")] == [
+        [(None, "msg_06")],
+        [],
+    ]
+    assert f"{exports / 'b.json'}: warning[opencode_session_duplicate]: session ses_sub is also in" in stderr
+    (sub,) = by_id["ses_sub"]["invocations"]
+    assert len(sub["conversation"]) == 2  # read from a.json only
+
+
+def test_a_message_time_that_is_not_an_object_is_no_time(tmp_path):
+    export = json.loads((OPENCODE / "exports" / "input" / "ses_sub.json").read_text())
+    export["messages"][0]["info"]["time"] = [1]
+    path = tmp_path / "ses_sub.json"
+    path.write_text(json.dumps(export))
+    (record,), stderr = _build(tmp_path, path)
+    assert "native_load_failed" not in stderr
+    assert len(record["invocations"][0]["conversation"]) == 2

@@ -316,7 +316,7 @@ def observe(session: Session, messages: list[Message]) -> SessionObservation:
             name = f"{message.id}@{position}" if message.id in repeated else message.id
             obs.calls.extend(_calls(message, sid, name))
             if message.data.get("summary") is not True:
-                types = {part.data.get("type") for part in message.parts}
+                types = {part.data.get("type") for part in message.parts if isinstance(part.data.get("type"), str)}
                 if not types & {"step-start", "step-finish"} and not _synthetic_parent(message, by_id):
                     obs.unavailable.add(message.id)
                 _turn(message, sid, obs, numbers)

@@ -163,11 +163,15 @@ def index(files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
     for session in sorted(catalogue.where):
         trees.setdefault(_root(session, catalogue.parents, catalogue.where), []).append(session)
     units = []
+    reported: set[str] = set()
     for root, sessions in sorted(trees.items()):
         paths = {catalogue.where[session] for session in sessions}
+        store_gaps = sorted(paths - reported)  # a store's own gaps go to the first of its trees
+        reported |= paths
         paths |= {str(side) for path in list(paths) for side in sqlite_copy.sidecars(Path(path))}
         hints = tuple((f"session:{session}", catalogue.where[session]) for session in sessions)
         hints += tuple(("cut", session) for session in sessions if session in catalogue.cut)
+        hints += tuple(("store", path) for path in store_gaps)
         unit_paths = tuple(sorted(paths))
         anchor = catalogue.where[root]
         units.append(NativeUnit(NAME, root, unit_paths, folders=folders_of(unit_paths), hints=hints, anchor=anchor))
@@ -238,13 +242,14 @@ def load(unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
             sessions[session] = stores.Session(session)
             continue
         sessions[session] = found.sessions[session]
-    for found in read.values():
+    store_gaps = {value for key, value in unit.hints if key == "store"}
+    for path, found in read.items():
         if found is None:
             continue
         for message in found.messages:
-            if message.session_id in messages and wanted.get(message.session_id) is not None:
+            if wanted.get(message.session_id) == path:
                 messages[message.session_id].append(message)
-        if unit.key in found.sessions:
+        if path in store_gaps:
             gaps.extend(ObservationGap(code="agent_artifact_record_unowned", detail=m) for m in found.unowned)
             if found.broken:
                 gaps.append(ObservationGap(code="agent_artifact_record_unparseable", detail=",".join(found.broken)))

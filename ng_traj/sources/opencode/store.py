@@ -167,7 +167,8 @@ def export_store(value: dict[str, Any], path: Path, sink: DiagnosticSink) -> Sto
         if owner != session.id:
             store.unowned.append(message_id)
             continue
-        record = Message(message_id, session.id, info, (info.get("time") or {}).get("created"))
+        time = info.get("time") if isinstance(info.get("time"), dict) else {}
+        record = Message(message_id, session.id, info, time.get("created"))
         raw_parts = entry.get("parts") if isinstance(entry.get("parts"), list) else []
         for index, part in enumerate(raw_parts):
             if not isinstance(part, dict):
