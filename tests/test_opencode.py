@@ -360,3 +360,44 @@ def test_a_message_time_that_is_not_an_object_is_no_time(tmp_path):
     (record,), stderr = _build(tmp_path, path)
     assert "native_load_failed" not in stderr
     assert len(record["invocations"][0]["conversation"]) == 2
+
+
+def _captured(n: int, session: str, tool_call: str | None) -> dict:
+    message = {"role": "assistant", "content": "" if tool_call else "done"}
+    if tool_call:
+        message["tool_calls"] = [{"id": tool_call, "type": "function", "function": {"name": "bash", "arguments": "{}"}}]
+    return {
+        "model_call_id": f"{n:032d}",
+        "dialect": "chat",
+        "model_ref": {"type": "responses_api_models", "name": "policy_model"},
+        "client_session_id": session,
+        "started_at": 1790000000.0 + n,
+        "completed_at": 1790000000.5 + n,
+        "latency_ms": 500.0,
+        "status_code": 200,
+        "error_category": None,
+        "request": {"model": "qwen3", "messages": []},
+        "response": {
+            "object": "chat.completion",
+            "id": f"chatcmpl-{n}",
+            "model": "qwen3",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls" if tool_call else "stop"}],
+            "usage": {"prompt_tokens": 100, "completion_tokens": 10, "total_tokens": 110},
+        },
+    }
+
+
+def test_steps_of_a_captured_session_are_not_counted_twice(tmp_path):
+    materialise(OPENCODE / "db_v2_fork" / "input", tmp_path / "sessions" / "0-1")
+    rows = tmp_path / "rollouts.jsonl"
+    rows.write_text(json.dumps(_rollout_row()) + "\n")
+    store = tmp_path / "capture"
+    store.mkdir()
+    lines = [_captured(1, "ses_main", "call_ls"), _captured(2, "ses_main", None)]
+    (store / "0-1.capture.jsonl").write_text("".join(json.dumps(line) + "\n" for line in lines))
+    (record,), _ = _build(tmp_path, rows, tmp_path / "sessions", store)
+    # ses_main's two steps are the two captured calls; ses_fork (captured under no session) keeps its usage
+    assert [c["model_call_id"] for c in record["model_calls"]] == [f"{1:032d}", f"{2:032d}", None]
+    assert _gaps(record, "model_call_usage_from_transcript") == [("ses_fork", "msg_b2#1")]
+    main = record["invocations"][0]
+    assert [ref["model_call_id"] for ref in main["model_calls"]] == [f"{1:032d}", f"{2:032d}"]
