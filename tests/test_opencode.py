@@ -132,6 +132,11 @@ def test_detection_claims_each_form_once(tmp_path):
     assert future.kind == "unsupported" and "'3.1.0'" in future.description
     (legacy,) = claims(exports / "legacy-storage" / "ses_old.json")
     assert legacy.kind == "unsupported" and "'1.1.4'" in legacy.description
+    message = tmp_path / "msg_1.json"
+    message.write_text(json.dumps({"id": "msg_1", "sessionID": "ses_old", "role": "user", "time": {"created": 1}}))
+    part = tmp_path / "prt_1.json"
+    part.write_text(json.dumps({"id": "prt_1", "sessionID": "ses_old", "messageID": "msg_1", "type": "text"}))
+    assert [c.kind for c in claims(message)] == [c.kind for c in claims(part)] == ["unsupported"]
     other = tmp_path / "notes.db"
     with sqlite3.connect(other) as connection:
         connection.execute("CREATE TABLE notes (id TEXT)")

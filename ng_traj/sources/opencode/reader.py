@@ -65,12 +65,22 @@ def sniff(sniffed: Sniffed) -> Claim | None:
         return Claim(NAME, "OpenCode export")
     if isinstance(first, dict) and {"info", "messages"} <= first.keys():
         return Claim("unsupported", "OpenCode export without a session id (layout not read)")
-    if _is_legacy_storage(first) and scalar_id(first).startswith("ses"):
+    if _is_legacy_storage(first) and _text_id(first).startswith("ses"):
         return Claim("unsupported", f"OpenCode {quoted(first.get('version'))} JSON storage file (not read)")
+    if _is_legacy_record(first):
+        return Claim("unsupported", "OpenCode JSON storage message or part of 1.1 and earlier (not read)")
     return None
 
 
-def scalar_id(value: dict[str, Any]) -> str:
+def _is_legacy_record(value: Any) -> bool:
+    """A ≤1.1 storage ``message/<session>/<id>.json`` or ``part/<message>/<id>.json`` file."""
+    if not isinstance(value, dict) or not _text_id(value).startswith(("msg", "prt")):
+        return False
+    return isinstance(value.get("sessionID"), str) and ("role" in value or "messageID" in value)
+
+
+def _text_id(value: dict[str, Any]) -> str:
+    """A record's ``id`` when it is text, else ``""``."""
     return value["id"] if isinstance(value.get("id"), str) else ""
 
 
