@@ -13,9 +13,10 @@ import errno
 import os
 import stat
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
-from ng_traj.io.lines import BOM
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.lines import BOM, decode_line
 
 NOT_REGULAR = "not a regular file (a pipe, device or socket); not read"
 """The ``strerror`` of the ``OSError`` :func:`open_regular` raises for such a file."""
@@ -77,3 +78,18 @@ def resolved(path: Path) -> Path:
         return path.resolve()
     except (RuntimeError, OSError):
         return path.absolute()
+
+
+def read_json_file(path: Path, sink: DiagnosticSink) -> Any:
+    """The JSON value of a whole ``.json`` file (a lone surrogate repaired, with a warning, as for a
+    line), or ``None`` with an ``unreadable_file`` or ``invalid_json`` error (native readers' JSON
+    documents: Hermes snapshots and stores, OpenCode exports)."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        return None
+    value, problem = decode_line(data.removeprefix(BOM).strip(), (str(path), 1, 0), at_eof=True)
+    if problem is not None:
+        sink.add(problem)
+    return value

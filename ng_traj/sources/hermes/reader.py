@@ -27,7 +27,7 @@ from typing import Any
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
-from ng_traj.io.files import read_line_at
+from ng_traj.io.files import read_json_file, read_line_at
 from ng_traj.io.lines import decode_line, iter_json_lines
 from ng_traj.sources import sqlite_copy
 from ng_traj.sources.hermes import db
@@ -38,7 +38,6 @@ from ng_traj.sources.hermes.files import (
     is_snapshot,
     is_store,
     read_gateway,
-    read_json_file,
     session_totals,
     snapshot_local_times,
     snapshot_messages,

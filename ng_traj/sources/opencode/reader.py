@@ -24,6 +24,7 @@ from typing import Any
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
+from ng_traj.io.files import read_json_file
 from ng_traj.sources import sqlite_copy
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
@@ -104,7 +105,7 @@ def _read(path: Path, sink: DiagnosticSink) -> stores.Store | None:
                 Diagnostic("error", "opencode_db_unreadable", f"{exc}; its sessions are not built", path=str(path))
             )
             return None
-    value = stores.read_json(path, sink)
+    value = read_json_file(path, sink)
     if value is None:
         return None
     if not stores.is_export(value):

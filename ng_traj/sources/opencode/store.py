@@ -28,8 +28,6 @@ from typing import Any
 import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.files import open_regular
-from ng_traj.io.lines import BOM
 from ng_traj.sources import sqlite_copy
 from ng_traj.sources.native import scalar_text
 
@@ -122,21 +120,6 @@ def is_export(value: Any) -> bool:
         and isinstance(value.get("messages"), list)
         and isinstance(value["info"].get("id"), str)
     )
-
-
-def read_json(path: Path, sink: DiagnosticSink) -> Any:
-    """The JSON value of an export file, or ``None`` (reported) when it cannot be read or parsed."""
-    try:
-        with open_regular(path) as handle:
-            data = handle.read().removeprefix(BOM)
-    except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
-        return None
-    try:
-        return orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
-        sink.add(Diagnostic("error", "invalid_json", f"not JSON ({exc}); nothing read", path=str(path)))
-        return None
 
 
 def _session_from_info(info: dict[str, Any]) -> Session:
