@@ -8,11 +8,13 @@ from ``_independent_counts``, a plain reading of the JSON that shares no code wi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sqlite3
 from pathlib import Path
 
 import orjson
+import pytest
 
 from conftest import FIXTURES, run_cli, run_json, shared_dir
 from ng_traj.checks import check_line
@@ -406,3 +408,16 @@ def test_steps_of_a_captured_session_are_not_counted_twice(tmp_path):
     assert _gaps(record, "model_call_usage_from_transcript") == [("ses_fork", "msg_b2#1")]
     main = record["invocations"][0]
     assert [ref["model_call_id"] for ref in main["model_calls"]] == [f"{1:032d}", f"{2:032d}"]
+
+
+@pytest.mark.parametrize("scenario", ["db_v1", "db_v2_fork", "exports"])
+def test_golden(tmp_path, scenario):
+    """Every byte of each scenario's build, after the values above were checked by hand;
+    ``NG_TRAJ_UPDATE_GOLDEN=1`` rewrites ``expected.jsonl`` for review with ``git diff``."""
+    folder = materialise(OPENCODE / scenario / "input", tmp_path / "input")
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", folder, "-o", out).exit_code == 0
+    expected = OPENCODE / scenario / "expected.jsonl"
+    if os.environ.get("NG_TRAJ_UPDATE_GOLDEN") == "1":
+        expected.write_bytes(out.read_bytes())
+    assert out.read_bytes() == expected.read_bytes()
