@@ -11,4 +11,5 @@ Entry points:
 * :data:`ng_traj.sources.opencode.reader.READER` — the registered native reader.
 * :func:`ng_traj.sources.opencode.store.read_database` — a database's sessions, messages and parts.
 * :func:`ng_traj.sources.opencode.observe.observe` — one session to invocation, tools, calls, turns.
+* :func:`ng_traj.sources.opencode.turns.turn` — one assistant message's producer turn, as upstream.
 """

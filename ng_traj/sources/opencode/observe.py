@@ -40,7 +40,6 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
-from math import isfinite
 from typing import Any
 
 import orjson
@@ -54,19 +53,11 @@ from ng_traj.contract import (
 )
 from ng_traj.contract.conversation import validate_items
 from ng_traj.sources.native import NativeCall, scalar_text
-from ng_traj.sources.opencode.store import Message, Part, Session
+from ng_traj.sources.opencode.store import Message, Part, Session, seconds
+from ng_traj.sources.opencode.turns import synthetic_parent, turn
 
 CLEARED_OUTPUT = "[Old tool result content cleared]"
 TOOL_STATUS = {"completed": "completed", "error": "failed", "running": "incomplete", "pending": "incomplete"}
-TURN_PART_TYPES = frozenset({"step-start", "step-finish", "snapshot", "patch", "retry", "text", "reasoning", "tool"})
-"""Part types upstream's turn derivation accepts without marking the message unavailable."""
-
-
-def seconds(value: Any) -> float | None:
-    """OpenCode's epoch milliseconds as seconds; ``None`` for a non-number, negative or non-finite value."""
-    if type(value) not in (int, float) or not isfinite(value) or value < 0:
-        return None
-    return float(value) / 1000
 
 
 def _count(value: Any) -> int | None:
@@ -207,83 +198,6 @@ def _calls(message: Message, session_id: str, name: str) -> list[NativeCall]:
     return calls
 
 
-def _turn(message: Message, session_id: str, obs: SessionObservation, numbers: Counter[str]) -> None:
-    """Upstream's producer turn of one assistant message (``append_opencode_turns``), if it makes one."""
-    types = {part.data.get("type") for part in message.parts if isinstance(part.data.get("type"), str)}
-    if message.broken_parts:
-        obs.unavailable.add(message.id)
-    if not types & {"step-start", "step-finish"}:
-        return  # the caller decided whether the message is a synthetic follow-up or unavailable
-    numbers["turn"] += 1
-    numbers["steps"] += sum(1 for part in message.parts if part.data.get("type") == "step-finish")
-    timestamp = seconds(_dict(message.data.get("time")).get("created"))
-    if timestamp is None:
-        timestamp = seconds(message.time_created)
-    if timestamp is None:
-        obs.unavailable.add(message.id)
-        return
-    answer: list[Any] = []
-    reasoning: list[dict[str, Any]] = []
-    texts: list[dict[str, Any]] = []
-    for part in message.parts:
-        kind = part.data.get("type")
-        if not isinstance(kind, str):
-            obs.unavailable.add(message.id)
-        elif (
-            kind in ("text", "reasoning")
-            and part.data.get("synthetic") is not True
-            and part.data.get("ignored") is not True
-        ):
-            if not isinstance(part.data.get("text"), str):
-                obs.unavailable.add(message.id)
-            elif kind == "text":
-                texts.append({"id": part.id, "type": "output_text", "text": part.data["text"]})
-            else:
-                reasoning.append({"id": part.id, "type": "reasoning", "text": part.data["text"]})
-        elif kind == "tool":
-            state = part.data.get("state")
-            if not isinstance(state, dict) or not isinstance(part.data.get("tool"), str):
-                obs.unavailable.add(message.id)
-                continue
-            answer.append(
-                {
-                    "id": part.id,
-                    "type": "function_call",
-                    "call_id": part.data.get("callID"),
-                    "name": part.data["tool"],
-                    "arguments": state.get("input"),
-                }
-            )
-        elif kind not in TURN_PART_TYPES:
-            obs.unavailable.add(message.id)
-    if "step-finish" not in types:
-        obs.unavailable.add(message.id)
-        if not answer and not reasoning and not texts:
-            return
-    if texts:
-        answer.insert(0, {"id": message.id, "type": "message", "role": "assistant", "content": texts})
-    obs.turns.append(
-        {
-            "invocation_id": session_id,
-            "turn_no": numbers["turn"],
-            "timestamp": timestamp,
-            "answer": answer,
-            "reasoning_content": reasoning or None,
-            "step_count": numbers["steps"],
-        }
-    )
-
-
-def _synthetic_parent(message: Message, by_id: dict[str, Message]) -> bool:
-    parent = by_id.get(scalar_text(message.data.get("parentID")))
-    if parent is None or parent.session_id != message.session_id:
-        return False
-    kinds = [part.data for part in parent.parts]
-    return any(part.get("type") == "subtask" for part in kinds) or (
-        bool(kinds) and all(part.get("synthetic") is True for part in kinds)
-    )
-
-
 def observe(session: Session, messages: list[Message]) -> SessionObservation:
     """Observe one session's messages (in store order) as invocation ``session.id``."""
     sid = session.id
@@ -317,9 +231,11 @@ def observe(session: Session, messages: list[Message]) -> SessionObservation:
             obs.calls.extend(_calls(message, sid, name))
             if message.data.get("summary") is not True:
                 types = {part.data.get("type") for part in message.parts if isinstance(part.data.get("type"), str)}
-                if not types & {"step-start", "step-finish"} and not _synthetic_parent(message, by_id):
+                if not types & {"step-start", "step-finish"} and not synthetic_parent(message, by_id):
                     obs.unavailable.add(message.id)
-                _turn(message, sid, obs, numbers)
+                found = turn(message, sid, numbers, obs.unavailable)
+                if found is not None:
+                    obs.turns.append(found)
         elif role != "user":
             obs.unavailable.add(message.id)
     items, dropped = validate_items(values)

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from contextlib import closing
 from dataclasses import dataclass, field
+from math import isfinite
 from pathlib import Path
 from typing import Any
 
@@ -107,6 +108,13 @@ def major(version: Any) -> int | None:
 def _text_or_none(value: Any) -> str | None:
     text = scalar_text(value)
     return text or None
+
+
+def seconds(value: Any) -> float | None:
+    """OpenCode's epoch milliseconds as seconds; ``None`` for a non-number, negative or non-finite value."""
+    if type(value) not in (int, float) or not isfinite(value) or value < 0:
+        return None
+    return float(value) / 1000
 
 
 # -- export ------------------------------------------------------------------------------------------
