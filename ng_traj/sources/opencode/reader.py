@@ -112,7 +112,7 @@ def _read(path: Path, sink: DiagnosticSink) -> stores.Store | None:
         message = "not an OpenCode export (no info object with an id and messages list); nothing read"
         sink.add(Diagnostic("error", "opencode_record_invalid", message, path=str(path)))
         return None
-    return stores.export_store(value, path, DiagnosticSink())
+    return stores.export_store(value)
 
 
 def _report_store(path: Path, store: stores.Store, sink: DiagnosticSink) -> None:

@@ -28,7 +28,6 @@ from typing import Any
 
 import orjson
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.sources import sqlite_copy
 from ng_traj.sources.native import scalar_text
 
@@ -142,15 +141,14 @@ def _session_from_info(info: dict[str, Any]) -> Session:
     )
 
 
-def export_store(value: dict[str, Any], path: Path, sink: DiagnosticSink) -> Store:
-    """An export document as a store of one session (entries that are not objects reported, skipped)."""
+def export_store(value: dict[str, Any]) -> Store:
+    """An export document as a store of one session; entries that are not message objects are
+    skipped and listed in ``broken`` (``messages[<n>]``)."""
     session = _session_from_info(value["info"])
     store = Store("export", {session.id: session})
     for position, entry in enumerate(value["messages"]):
         info = entry.get("info") if isinstance(entry, dict) else None
         if not isinstance(info, dict):
-            message = f"messages[{position}] is not an object with an info object; skipped"
-            sink.add(Diagnostic("warning", "opencode_record_invalid", message, path=str(path)))
             store.broken.append(f"messages[{position}]")
             continue
         message_id = scalar_text(info.get("id")) or f"messages[{position}]"
