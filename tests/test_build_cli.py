@@ -45,6 +45,10 @@ def test_gym_examples_build_one_valid_trajectory_per_rollout_row(tmp_path):
     assert result.exit_code == 0, result.stderr
     records = _records(out)
     expected = _expected_rollout_rows(examples)
+    # the OpenCode export is a session of its own, attributed to no rollout row: one more trajectory
+    (export,) = [r for r in records if r["rollout_id"] == "ses_123"]
+    assert [inv["invocation_id"] for inv in export["invocations"]] == ["ses_123"]
+    records = [r for r in records if r is not export]
     assert len(records) == sum(expected.values())
     for record in records:
         assert check_line(record) == ([], True)
@@ -60,7 +64,7 @@ def test_gym_examples_build_one_valid_trajectory_per_rollout_row(tmp_path):
     )
     for name in ("claude_code_agent__example_math_rollouts_materialized_inputs.jsonl", "pinchbench__example.jsonl"):
         assert f"{examples / name}: warning[task_input_rows]: 5 row(s) are task inputs" in result.stderr
-    assert "opencode_export_test_data.json: info[input_unsupported]: recognised as OpenCode export" in result.stderr
+    assert "opencode_export_test_data.json: info[session_unattributed]: session ses_123" in result.stderr
 
 
 def test_rollout_ids_sort_numerically(tmp_path):
@@ -280,7 +284,6 @@ def test_as_capture_forces_the_kind(tmp_path):
 @pytest.mark.parametrize(
     ("sample", "description"),
     [
-        ("opencode/opencode_export_v1.17.11_gym-test-data.json", "OpenCode export"),
         ("hermes/hermes_request-dump_cron_max-retries-exhausted.json", None),
     ],
 )

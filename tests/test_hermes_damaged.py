@@ -118,7 +118,7 @@ def test_named_database_without_hermes_tables_yields_nothing(tmp_path: Path) -> 
 
 
 def test_other_sqlite_files_are_recognised_not_read(tmp_path: Path) -> None:
-    other = tmp_path / "opencode.db"
+    other = tmp_path / "notes.db"  # (opencode.db is the OpenCode reader's)
     with sqlite3.connect(other) as connection:
         connection.execute("CREATE TABLE session (id TEXT)")
     result = _build(tmp_path, out=tmp_path / "out.jsonl")

@@ -11,7 +11,7 @@ import pytest
 import ng_traj
 
 ROOT = Path(ng_traj.__file__).parent
-PRODUCERS = ("capture", "rollouts", "judge", "pi", "openclaw", "hermes", "codex", "claude_code")
+PRODUCERS = ("capture", "rollouts", "judge", "pi", "openclaw", "hermes", "codex", "claude_code", "opencode")
 
 
 def _modules() -> dict[str, Path]:
@@ -77,5 +77,5 @@ def _resolve(dotted: str) -> object:
 
 
 def test_sources_has_no_loose_producer_modules() -> None:
-    shared = {"__init__", "detect", "sniff", "native", "registry", "lineage", "manifest"}
+    shared = {"__init__", "detect", "sniff", "native", "registry", "lineage", "manifest", "sqlite_copy"}
     assert {path.stem for path in (ROOT / "sources").glob("*.py")} == shared

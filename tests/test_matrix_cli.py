@@ -222,8 +222,19 @@ def _legacy(c2, tools):
     return {**cells, "C5": tool, "C6": tool}
 
 
+# "(unknown)": five legacy rows of no known agent (4 tool calls) and the OpenCode export's own session
+# (2 calls with transcript usage, 1 timed tool call, 2 producer turns without a question)
+_UNKNOWN = {
+    "C1": ("O 0/6", "gap:model_calls_unavailable", 5),
+    "C2": ("O 1/6", "gap:model_calls_unavailable", 5),
+    "C3": ("O 0/6", "gap:turns_unavailable", 5),
+    "C4": ("O 1/6", "gap:conversation_from_rollout_record", 5),
+    "C5": ("O 1/5", "gap:conversation_from_rollout_record", 4),
+    "C6": ("O 1/5", "gap:conversation_from_rollout_record", 4),
+    "C7": ("O 1/6", "gap:conversation_from_rollout_record", 5),
+}
 GYM_EXAMPLES = {
-    "(unknown)": (_legacy("O", 4), None),
+    "(unknown)": (_UNKNOWN, None),
     "anyswe_claude_code": (_legacy("O", 5), "anyswe_agent"),
     "anyswe_hermes": (_legacy("O", 5), "anyswe_agent"),
     "anyswe_openclaw": (_legacy("O", 0), "anyswe_agent"),
@@ -242,14 +253,14 @@ GYM_EXAMPLES = {
 
 def test_gym_examples_matrix_is_pinned():
     data = _matrix(shared_dir("gym-examples"), "--reference")
-    assert data["records"] == 70
+    assert data["records"] == 71
     assert _cells(data) == {name: cells for name, (cells, _) in GYM_EXAMPLES.items()}
     assert {g["group"]: g["reference_row"] for g in data["groups"]} == {n: row for n, (_, row) in GYM_EXAMPLES.items()}
     openclaw = next(g for g in data["groups"] if g["group"] == "math_with_judge_openclaw_agent")["cells"]
     # documented openclaw_agent V V X O V V V: only C3 (X) agrees with these legacy rows
     assert [c for c, cell in openclaw.items() if cell["agrees"]] == ["C3"]
     by_producer = _cells(_matrix(shared_dir("gym-examples"), "--by", "producer"))
-    assert list(by_producer) == ["(none)"]  # no row carries agent-side evidence
+    assert list(by_producer) == ["(none)", "opencode"]  # no row carries agent-side evidence; the export does
 
 
 # Derived by hand from the rules over what the readers build from ../shared/producer-samples/ (no rows,
@@ -259,7 +270,9 @@ def test_gym_examples_matrix_is_pinned():
 # exec results carry durationMs (done_exec: 1 of 6, the .deleted archive: 35 of 55), so C5/C6 O for those
 # two and X for the other three with tool calls. pi = 3 v1 files: usage on every call, no durationMs.
 # hermes = 3 session logs + 2 gateway transcripts + 13 ShareGPT lines: no per-call usage and no tool times;
-# tool calls in the cron log, one gateway transcript and the compaction transcript.
+# tool calls in the cron log, one gateway transcript and the compaction transcript. opencode = the 1.17.11
+# export: 2 step-finish calls with usage (no capture), 1 tool with start and end, producer turns whose
+# question is null (as upstream's OpenCode turns).
 PRODUCER_SAMPLES = {
     "claude_code": {
         "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
@@ -296,6 +309,15 @@ PRODUCER_SAMPLES = {
         "C5": ("O 0/5", "gap:tool_timing_unavailable", 5),
         "C6": ("O 0/5", "gap:tool_timing_unavailable", 5),
         "C7": ("V 8/8", None, 0),
+    },
+    "opencode": {
+        "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
+        "C2": ("V 1/1", None, 0),
+        "C3": ("O 0/1", "missing:turns[].question", 1),
+        "C4": ("V 1/1", None, 0),
+        "C5": ("V 1/1", None, 0),
+        "C6": ("V 1/1", None, 0),
+        "C7": ("V 1/1", None, 0),
     },
     "pi": {
         "C1": ("O 0/3", "gap:model_call_usage_from_transcript", 3),

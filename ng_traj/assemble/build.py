@@ -226,6 +226,8 @@ class _Bundles:
     joined: AgentObservationBundle | None = None
     transcript_calls: list[Any] = field(default_factory=list)
     session_totals: Counter[str] = field(default_factory=Counter)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    turn_gaps: list[Any] = field(default_factory=list)
 
 
 def _natives(
@@ -235,10 +237,12 @@ def _natives(
     options: BuildOptions,
     sink: DiagnosticSink,
     totals: Counter[str],
+    turns: _Bundles | None = None,
 ):
     """Load, and make refs for, the slot's native units; a unit of the row bundle's producer is skipped.
 
-    The units' producer session totals (a summary cross-check only) are added to ``totals``.
+    The units' producer session totals (a summary cross-check only) are added to ``totals``, and the
+    producer turns some readers derive (with their gaps) to ``turns``.
     """
     loaded = []
     for unit in slot.native:
@@ -251,6 +255,9 @@ def _natives(
         if observations is None:
             continue
         totals.update(observations.session_totals)
+        if turns is not None:
+            turns.turns.extend(observations.turns)
+            turns.turn_gaps.extend(observations.turn_gaps)
         loaded.append(resolve_native(observations, capture.records if options.capture_enabled else None))
     return loaded
 
@@ -262,8 +269,9 @@ def _bundles(
     value = row.get("ng_agent_observations") if row is not None else None
     row_bundle = validated_bundle(value) if value is not None else None
     totals: Counter[str] = Counter()
-    natives = _natives(slot, row_bundle.source if row_bundle else None, capture, options, sink, totals)
-    result = _Bundles(transcript_calls=[call for n in natives for call in n.transcript_calls], session_totals=totals)
+    result = _Bundles(session_totals=totals)
+    natives = _natives(slot, row_bundle.source if row_bundle else None, capture, options, sink, totals, result)
+    result.transcript_calls = [call for n in natives for call in n.transcript_calls]
     to_join = ([row_bundle] if row_bundle is not None else []) + [n.bundle for n in natives]
     if capture.recomputed and value is not None and row_bundle is None:
         capture.gaps.append({"code": "agent_observation_join_failed"})
@@ -310,6 +318,23 @@ def _judge(
     return merged
 
 
+def _producer_trajectory(slot: Slot, row: dict[str, Any] | None, bundles: _Bundles) -> Any:
+    """The row's ``ng_trajectory``; for a row without one, the producer turns native readers derived
+    (OpenCode: as NeMo Gym's OpenCode agent derives them from its database), as a producer record of
+    only turns and gaps, in the slot's identity."""
+    if row is not None and row.get("ng_trajectory") is not None:
+        return row["ng_trajectory"]
+    if not bundles.turns and not bundles.turn_gaps:
+        return None
+    task_id, rollout_id = slot.identity.task_id, slot.identity.rollout_id
+    return {
+        "task_id": task_id,
+        "rollout_id": rollout_id,
+        "turns": [{**turn, "task_id": task_id, "rollout_id": rollout_id} for turn in bundles.turns],
+        "gaps": [gap.model_dump(mode="json", exclude_none=True) for gap in bundles.turn_gaps],
+    }
+
+
 def _unchanged(calls: list[Any]) -> list[Any]:
     return calls
 
@@ -328,7 +353,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
     inputs = ProjectionInputs(
         task_id=slot.identity.task_id,
         rollout_id=slot.identity.rollout_id,
-        producer_trajectory=row.get("ng_trajectory") if row is not None else None,
+        producer_trajectory=_producer_trajectory(slot, row, bundles),
         bundles=bundles.values,
         capture_calls=keep_captured(judge.capture_calls),
         capture_gaps=capture.gaps,

@@ -8,7 +8,10 @@ exactly one captured call has the same set; the ref then carries that call's ``m
 ``model_response_id_unavailable``. Never by time, position or text.
 
 A native call no captured call matches keeps the transcript's own usage as a model call
-(``model_call_id`` null) with the gap ``model_call_usage_from_transcript`` (detail: the call's label). Without any capture store
+(``model_call_id`` null) with the gap ``model_call_usage_from_transcript`` (detail: the call's label),
+unless a captured call of the rollout names the call's invocation as its ``client_session_id``: the
+session's calls were captured (the join's pre-step gives them to the invocation), so its usage would
+be counted twice (OpenCode steps without tool calls have no other key). Without any capture store
 in the build (decision 7) no refs are made: every native call keeps its transcript usage, and
 invocations that made calls get ``model_call_ownership_unavailable``.
 """
@@ -69,6 +72,7 @@ def resolve_native(observations: NativeObservations, records: Sequence[ModelCall
     refs: dict[str, list[ModelCallRef]] = {}
     resolved = ResolvedNative(observations.bundle)
     captured = _Captured(records) if records is not None else None
+    sessions = {record.client_session_id for record in records or () if record.client_session_id}
     for call in observations.calls:
         matched, tried = captured.match(call) if captured is not None else (None, None)
         if matched is not None and (matched.model_call_id or (matched.model_ref and matched.response_id)):
@@ -77,7 +81,7 @@ def resolve_native(observations: NativeObservations, records: Sequence[ModelCall
         if captured is not None:
             code = "model_call_reference_unmatched" if tried else "model_response_id_unavailable"
             resolved.gaps.append(ObservationGap(code=code, invocation_id=call.invocation_id, detail=tried))
-        if call.transcript_call is not None:
+        if call.transcript_call is not None and call.invocation_id not in sessions:
             resolved.transcript_calls.append(call.transcript_call)
             gap = ObservationGap(
                 code=TRANSCRIPT_GAP, invocation_id=call.invocation_id, detail=call.label or call.response_id

@@ -216,6 +216,11 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "a judge call known only from the rollout row's judge record (no captured call matched): metadata and "
         "token counts derive from the recorded response; detail is <location>:<response_id>"
     ),
+    "fork_history_inherited": (
+        "an OpenCode 2.x fork starts from its source session's history without copying it: the inherited "
+        "history is counted once, in the source invocation (the fork's parent); detail is "
+        "<source session id>:<boundary message id>"
+    ),
 }
 
 KNOWN_GAPS: frozenset[str] = frozenset(UPSTREAM_GAPS) | frozenset(DYNAMIC_GAPS) | frozenset(NG_TRAJ_GAPS)

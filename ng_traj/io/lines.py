@@ -28,6 +28,7 @@ import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import CompressedStreamError, open_input
+from ng_traj.io.files import read_regular
 
 DEFAULT_MAX_LINE_BYTES = 1 << 30
 """Lines longer than 1 GiB are skipped with ``line_too_long``."""
@@ -262,3 +263,18 @@ def not_an_object(line: JsonLine) -> Diagnostic:
     return Diagnostic(
         "error", "not_an_object", f"JSON {kind}, expected an object", path=line.path, line=line.line, offset=line.offset
     )
+
+
+def read_json_file(path: Path, sink: DiagnosticSink) -> Any:
+    """The JSON value of a whole ``.json`` file (a lone surrogate repaired, with a warning, as for a
+    line), or ``None`` with an ``unreadable_file`` or ``invalid_json`` error (native readers' JSON
+    documents: Hermes snapshots and stores, OpenCode exports)."""
+    try:
+        data = read_regular(path)
+    except OSError as exc:
+        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        return None
+    value, problem = decode_line(data.removeprefix(BOM).strip(), (str(path), 1, 0), at_eof=True)
+    if problem is not None:
+        sink.add(problem)
+    return value

@@ -52,12 +52,6 @@ def _capture_shaped(s: Sniffed) -> Claim | None:
     return None
 
 
-def _opencode(s: Sniffed) -> Claim | None:
-    if isinstance(s.first, dict) and {"info", "messages"} <= s.first.keys():
-        return Claim("unsupported", "OpenCode export (not read yet)")
-    return None
-
-
 def _trajectories(s: Sniffed) -> Claim | None:
     first = s.first
     if isinstance(first, dict) and {"schema_version", "rollout_id", "task_id"} <= first.keys():
@@ -69,7 +63,6 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _capture,
     _rollouts,
     _capture_shaped,
-    _opencode,
     _trajectories,
 ]
 """Every sniffer; a new reader adds its own here."""

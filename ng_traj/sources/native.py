@@ -24,7 +24,7 @@ from math import isfinite
 from pathlib import Path
 from typing import Any, Protocol
 
-from ng_traj.contract import AgentObservationBundle, TrajectoryModelCall
+from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryModelCall
 from ng_traj.diagnostics import QUOTE_LIMIT, Diagnostic, DiagnosticSink
 from ng_traj.io.files import resolved
 from ng_traj.io.lines import iter_json_lines
@@ -91,6 +91,8 @@ class NativeObservations:
     bundle: AgentObservationBundle
     calls: list[NativeCall] = field(default_factory=list)
     session_totals: dict[str, int] = field(default_factory=dict)
+    turns: list[dict[str, Any]] = field(default_factory=list)
+    turn_gaps: list[ObservationGap] = field(default_factory=list)
 
 
 class NativeReader(Protocol):

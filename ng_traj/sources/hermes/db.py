@@ -14,17 +14,13 @@ v5–v6 (token counts exclude cache reads and writes since v5, ``CanonicalUsage`
 selected from ``PRAGMA table_info`` so every version reads; a version above 23 (or none recorded)
 reads as far as the known columns go and is reported.
 
-PRODUCT.md §10.13: the database and its ``-wal``/``-shm`` files are copied into a temporary folder
-and the copy is opened read-only, so the original and its folder are never touched and a live writer
-is never blocked (uncommitted WAL frames are ignored by SQLite itself). One copy serves the index and
-every load of the build; it is made again only when the files change.
+The database and its ``-wal``/``-shm`` files are read through the private read-only copy of
+``sources/sqlite_copy.py`` (the original and its folder are never touched; one copy per build).
 """
 
 from __future__ import annotations
 
-import shutil
 import sqlite3
-import tempfile
 from collections.abc import Iterable
 from contextlib import closing
 from dataclasses import dataclass, field
@@ -32,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+
+from ng_traj.sources import sqlite_copy
 
 KNOWN_SCHEMA_VERSION = 23
 """The newest ``schema_version`` documented in producer-formats §4.2."""
@@ -73,7 +71,6 @@ MESSAGE_COLUMNS = (
 LINEAGE_COLUMNS = ("id", "source", "parent_session_id", "end_reason")
 _REQUIRED = {"sessions": ("id",), "messages": ("session_id", "role", "content")}
 _CONTENT_PREFIXES = ("\x00json:", "\x01json:")
-_WAL_SUFFIXES = ("-wal", "-shm")
 
 
 class HermesDbError(Exception):
@@ -99,50 +96,23 @@ class Catalogue:
 
 def sidecars(path: Path) -> list[Path]:
     """The ``-wal`` and ``-shm`` files beside ``path`` that exist."""
-    return [candidate for suffix in _WAL_SUFFIXES if (candidate := Path(f"{path}{suffix}")).is_file()]
-
-
-_COPIES: dict[str, tuple[tuple[Any, ...], tempfile.TemporaryDirectory[str], Path]] = {}
-
-
-def _signature(path: Path) -> tuple[Any, ...]:
-    files = [path, *(Path(f"{path}{suffix}") for suffix in _WAL_SUFFIXES)]
-    return tuple((f.stat().st_size, f.stat().st_mtime_ns) if f.is_file() else None for f in files)
+    return sqlite_copy.sidecars(path)
 
 
 def private_copy(path: Path) -> Path:
-    """A read-only-usable copy of the database and its sidecars in a temporary folder (cached).
+    """A read-only-usable copy of the database and its sidecars (``sources/sqlite_copy.py``; cached).
 
     Raises:
         HermesDbError: The files could not be read or copied.
     """
-    key = str(path.resolve())
     try:
-        signature = _signature(path)
-        cached = _COPIES.get(key)
-        if cached is not None and cached[0] == signature:
-            return cached[2]
-        folder = tempfile.TemporaryDirectory(prefix="ng-traj-hermes-")
-        copy = Path(folder.name) / path.name
-        shutil.copyfile(path, copy)
-        for sidecar in sidecars(path):
-            shutil.copyfile(sidecar, Path(folder.name) / sidecar.name)
-    except OSError as exc:
-        raise HermesDbError(f"cannot copy the database ({exc.strerror or type(exc).__name__})") from exc
-    _COPIES[key] = (signature, folder, copy)
-    return copy
+        return sqlite_copy.private_copy(path, prefix="ng-traj-hermes-")
+    except sqlite_copy.SqliteCopyError as exc:
+        raise HermesDbError(str(exc)) from exc
 
 
-DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
-"""What reading a damaged database raises: ``sqlite3`` decodes text (a table or index name in
-``sqlite_master`` included) as UTF-8 and raises ``UnicodeDecodeError``, not an ``sqlite3.Error``, for
-bytes that are not."""
-
-
-def _connect(copy: Path) -> sqlite3.Connection:
-    connection = sqlite3.connect(f"{copy.as_uri()}?mode=ro", uri=True)
-    connection.row_factory = sqlite3.Row
-    return connection
+DB_ERRORS = sqlite_copy.DB_ERRORS
+_connect = sqlite_copy.connect
 
 
 def _columns(connection: sqlite3.Connection, table: str, wanted: Iterable[str]) -> tuple[str, ...]:

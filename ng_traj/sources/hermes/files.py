@@ -30,8 +30,7 @@ import orjson
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.files import read_regular
-from ng_traj.io.lines import BOM, JsonLine, decode_line, iter_json_lines, not_an_object
+from ng_traj.io.lines import JsonLine, iter_json_lines, not_an_object
 
 MESSAGE_KEYS = frozenset(
     {
@@ -95,20 +94,6 @@ def utc_seconds(value: Any) -> tuple[float | None, bool]:
     if parsed.tzinfo is None:
         return None, True
     return parsed.timestamp(), False
-
-
-def read_json_file(path: Path, sink: DiagnosticSink) -> Any:
-    """The JSON value of a whole ``.json`` file (a lone surrogate repaired, with a warning, as for a
-    line), or ``None`` with an ``unreadable_file`` or ``invalid_json`` error."""
-    try:
-        data = read_regular(path)
-    except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
-        return None
-    value, problem = decode_line(data.removeprefix(BOM).strip(), (str(path), 1, 0), at_eof=True)
-    if problem is not None:
-        sink.add(problem)
-    return value
 
 
 def is_snapshot(value: Any) -> bool:

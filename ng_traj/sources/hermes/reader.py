@@ -28,9 +28,9 @@ from typing import Any
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.io.compression import logical_name
-from ng_traj.io.files import open_regular
-from ng_traj.io.lines import JsonLine, decode_line, iter_json_lines
+from ng_traj.io.lines import JsonLine, decode_line, iter_json_lines, read_json_file
 from ng_traj.io.spans import read_span, text_copy
+from ng_traj.sources import sqlite_copy
 from ng_traj.sources.hermes import db
 from ng_traj.sources.hermes.files import (
     SessionForm,
@@ -39,7 +39,6 @@ from ng_traj.sources.hermes.files import (
     is_snapshot,
     is_store,
     read_gateway,
-    read_json_file,
     session_totals,
     snapshot_local_times,
     snapshot_messages,
@@ -52,33 +51,22 @@ from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, r
 from ng_traj.sources.sniff import Claim, Sniffed, first_record, later_records
 
 NAME = "hermes"
-SQLITE_MAGIC = b"SQLite format 3\x00"
-_DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
-_SIDECARS = ("-wal", "-shm")
-_HEAD_BYTES = 1 << 16
+
+
+def _is_state_db(path: Path, head: bytes) -> bool:
+    return path.name == "state.db" or (b"CREATE TABLE sessions" in head and b"CREATE TABLE messages" in head)
+
+
+sqlite_copy.register_kind(NAME, _is_state_db)
 
 
 def _sqlite_kind(path: Path) -> str | None:
-    """``hermes`` for a Hermes ``state.db``, ``other`` for another SQLite file, else ``None``."""
-    if path.name != "state.db" and not path.name.endswith(_DB_SUFFIXES):
-        return None
-    try:
-        with open_regular(path) as handle:
-            head = handle.read(_HEAD_BYTES)
-    except OSError:
-        return None
-    if not head.startswith(SQLITE_MAGIC):
-        return None
-    if path.name == "state.db" or (b"CREATE TABLE sessions" in head and b"CREATE TABLE messages" in head):
-        return "hermes"
-    return "other"
+    """``hermes`` for a Hermes ``state.db``, ``other`` for an SQLite file no reader knows, the other
+    reader's kind for one it knows, else ``None``."""
+    return sqlite_copy.database_kind(path)
 
 
-def _sidecar_of(path: Path) -> Path | None:
-    for suffix in _SIDECARS:
-        if path.name.endswith(suffix):
-            return path.with_name(path.name[: -len(suffix)])
-    return None
+_sidecar_of = sqlite_copy.sidecar_of
 
 
 def sniff(sniffed: Sniffed) -> Claim | None:

@@ -1,0 +1,127 @@
+"""SQLite stores of native producers (Hermes ``state.db``, OpenCode ``opencode.db``): recognising one
+cheaply, and reading it through a private read-only copy.
+
+Recognition: a file is an SQLite database when its first bytes are the SQLite magic and its name ends
+in ``.db``/``.sqlite``/``.sqlite3`` (or is one of the names a reader registers, such as ``state.db``).
+Each reader registers a predicate over the name and the first :data:`HEAD_BYTES` bytes (where SQLite
+keeps the schema text of a small database) with :func:`register_kind`; a database no predicate
+accepts is of kind ``other``, reported as unsupported by the Hermes reader, so that no two readers
+claim one file. ``-wal``/``-shm`` files belong to the database they sit beside.
+
+Reading: the database and its ``-wal``/``-shm`` files are copied into a temporary folder and the copy
+is opened read-only, so the original and its folder are never touched and a live writer is never
+blocked (uncommitted WAL frames are ignored by SQLite itself). One copy serves the index and every
+load of a build; it is made again only when the files change (size or modification time).
+"""
+
+from __future__ import annotations
+
+import shutil
+import sqlite3
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from ng_traj.io.files import open_regular
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+DB_SUFFIXES = (".db", ".sqlite", ".sqlite3")
+SIDECAR_SUFFIXES = ("-wal", "-shm")
+HEAD_BYTES = 1 << 16
+
+DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
+"""What reading a damaged database raises: ``sqlite3`` decodes text (a table or index name in
+``sqlite_master`` included) as UTF-8 and raises ``UnicodeDecodeError``, not an ``sqlite3.Error``, for
+bytes that are not."""
+
+
+class SqliteCopyError(Exception):
+    """The private copy could not be made (message: the reason, no payload)."""
+
+
+KindTest = Callable[[Path, bytes], bool]
+_KINDS: dict[str, tuple[tuple[str, ...], KindTest]] = {}
+
+
+def register_kind(kind: str, test: KindTest, names: tuple[str, ...] = ()) -> None:
+    """Register a reader's database kind: ``test(path, head)`` accepts it; ``names`` are file names
+    that are databases whatever their suffix (``state.db`` is one by its suffix already)."""
+    _KINDS[kind] = (names, test)
+
+
+def sidecar_of(path: Path) -> Path | None:
+    """The database a ``-wal``/``-shm`` file belongs to, or ``None`` for any other file."""
+    for suffix in SIDECAR_SUFFIXES:
+        if path.name.endswith(suffix):
+            return path.with_name(path.name[: -len(suffix)])
+    return None
+
+
+def sidecars(path: Path) -> list[Path]:
+    """The ``-wal`` and ``-shm`` files beside ``path`` that exist."""
+    return [candidate for suffix in SIDECAR_SUFFIXES if (candidate := Path(f"{path}{suffix}")).is_file()]
+
+
+def database_kind(path: Path) -> str | None:
+    """The registered kind of an SQLite database, ``other`` for one no reader knows, else ``None``.
+
+    Never raises: an unreadable file is not a database.
+    """
+    named = any(path.name in names for names, _ in _KINDS.values())
+    if not named and not path.name.endswith(DB_SUFFIXES):
+        return None
+    try:
+        with open_regular(path) as handle:
+            head = handle.read(HEAD_BYTES)
+    except OSError:
+        return None
+    if not head.startswith(SQLITE_MAGIC):
+        return None
+    for kind, (_, test) in sorted(_KINDS.items()):
+        if test(path, head):
+            return kind
+    return "other"
+
+
+_COPIES: dict[str, tuple[tuple[Any, ...], tempfile.TemporaryDirectory[str], Path]] = {}
+
+
+def _signature(path: Path) -> tuple[Any, ...]:
+    files = [path, *(Path(f"{path}{suffix}") for suffix in SIDECAR_SUFFIXES)]
+    return tuple((f.stat().st_size, f.stat().st_mtime_ns) if f.is_file() else None for f in files)
+
+
+def private_copy(path: Path, prefix: str = "ng-traj-sqlite-") -> Path:
+    """A read-only-usable copy of the database and its sidecars in a temporary folder (cached).
+
+    Raises:
+        SqliteCopyError: The files could not be read or copied.
+    """
+    key = str(path.resolve())
+    try:
+        signature = _signature(path)
+        cached = _COPIES.get(key)
+        if cached is not None and cached[0] == signature:
+            return cached[2]
+        folder = tempfile.TemporaryDirectory(prefix=prefix)
+        copy = Path(folder.name) / path.name
+        shutil.copyfile(path, copy)
+        for sidecar in sidecars(path):
+            shutil.copyfile(sidecar, Path(folder.name) / sidecar.name)
+    except OSError as exc:
+        raise SqliteCopyError(f"cannot copy the database ({exc.strerror or type(exc).__name__})") from exc
+    _COPIES[key] = (signature, folder, copy)
+    return copy
+
+
+def connect(copy: Path) -> sqlite3.Connection:
+    """A read-only connection to a private copy, rows as :class:`sqlite3.Row`."""
+    connection = sqlite3.connect(f"{copy.as_uri()}?mode=ro", uri=True)
+    connection.row_factory = sqlite3.Row
+    return connection
+
+
+def table_columns(connection: sqlite3.Connection, table: str) -> set[str]:
+    """The column names of ``table`` (empty when there is no such table)."""
+    return {row[1] for row in connection.execute(f"PRAGMA table_info({table})")}
