@@ -37,6 +37,7 @@ VALIDATE_CODES: dict[str, str] = {
     "invalid_conversation_item": "a conversation item matches none of the item shapes",
     "invalid_input_video": "an input_video part without exactly one non-empty source",
     "token_metadata_incomplete": "token metadata present but incomplete on a conversation item",
+    "token_metadata_invalid": "token metadata of a conversation item with a value of the wrong type",
     "missing_join_key": "a model-call ref without model_call_id or model_ref + response_id",
     "duplicate_invocation_id": "two invocations share an invocation_id",
     "duplicate_model_call_id": "two model calls share a model_call_id",
