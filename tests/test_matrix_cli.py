@@ -270,14 +270,15 @@ PRODUCER_SAMPLES = {
         "C6": ("X 0/3", "gap:tool_timing_unavailable", 3),
         "C7": ("V 18/18", None, 0),
     },
+    # Two store trees that read their renamed transcripts, and one rotated transcript of its own.
     "openclaw": {
-        "C1": ("O 0/8", "gap:model_call_usage_from_transcript", 5),
-        "C2": ("O 5/8", "gap:model_calls_unavailable", 3),
-        "C3": ("X 0/8", "gap:turns_unavailable", 8),
-        "C4": ("O 6/8", "gap:conversation_unavailable", 2),
-        "C5": ("O 0/5", "gap:tool_timing_unavailable", 5),
-        "C6": ("O 0/5", "gap:tool_timing_unavailable", 5),
-        "C7": ("V 8/8", None, 0),
+        "C1": ("O 0/3", "gap:model_call_usage_from_transcript", 3),
+        "C2": ("V 3/3", None, 0),
+        "C3": ("X 0/3", "gap:turns_unavailable", 3),
+        "C4": ("O 2/3", "gap:agent_transcript_unavailable", 1),
+        "C5": ("O 0/3", "gap:tool_timing_unavailable", 3),
+        "C6": ("O 0/3", "gap:tool_timing_unavailable", 3),
+        "C7": ("V 3/3", None, 0),
     },
     "pi": {
         "C1": ("O 0/3", "gap:model_call_usage_from_transcript", 3),
@@ -293,19 +294,19 @@ PRODUCER_SAMPLES = {
 
 def test_producer_samples_matrix_is_pinned():
     data = _matrix(shared_dir("producer-samples"), "--by", "producer")
-    assert data["records"] == 29
+    assert data["records"] == 24
     assert _cells(data) == PRODUCER_SAMPLES
     by_agent = _cells(_matrix(shared_dir("producer-samples")))
-    # no rows: one group; 8 of 29 records report counts (openclaw 5 + pi 3), 27 have a history
+    # no rows: one group; 6 of 24 records report counts (openclaw 3 + pi 3), 23 have a history
     assert by_agent == {
         "(unknown)": {
-            "C1": ("O 0/29", "gap:model_calls_unavailable", 21),
-            "C2": ("O 8/29", "gap:model_calls_unavailable", 21),
-            "C3": ("X 0/29", "gap:turns_unavailable", 29),
-            "C4": ("O 27/29", "gap:conversation_unavailable", 2),
-            "C5": ("O 0/11", "gap:tool_timing_unavailable", 11),
-            "C6": ("O 0/11", "gap:tool_timing_unavailable", 11),
-            "C7": ("V 29/29", None, 0),
+            "C1": ("O 0/24", "gap:model_calls_unavailable", 18),
+            "C2": ("O 6/24", "gap:model_calls_unavailable", 18),
+            "C3": ("X 0/24", "gap:turns_unavailable", 24),
+            "C4": ("O 23/24", "gap:agent_transcript_unavailable", 1),
+            "C5": ("O 0/9", "gap:tool_timing_unavailable", 9),
+            "C6": ("O 0/9", "gap:tool_timing_unavailable", 9),
+            "C7": ("V 24/24", None, 0),
         }
     }
 
