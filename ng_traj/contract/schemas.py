@@ -17,7 +17,7 @@ from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from ng_traj.contract.observations import AgentObservationBundle
 from ng_traj.contract.output import OutputLine
-from ng_traj.contract.revisions import ITEM_KEYS_0_7, METADATA_KEYS_0_7
+from ng_traj.contract.revisions import ITEM_KEYS_0_7, ITEM_TYPES_0_7, METADATA_KEYS_0_7
 from ng_traj.contract.trajectory import TrajectoryRecord
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -70,12 +70,25 @@ class _Generator(GenerateJsonSchema):
 
 
 def _earlier(schema: dict[str, Any]) -> dict[str, Any]:
-    """The trajectory schema without the 0.7.0 fields: a record carrying the response-metadata ones fails
-    it (that definition forbids extra keys), as it fails the earlier models."""
+    """The trajectory schema without the 0.7.0 fields and item types: a record carrying the
+    response-metadata fields or such an item fails it (those definitions forbid extra keys, and the
+    item union has no member for the type), as it fails the earlier models. Definitions only those
+    items used are dropped."""
     for name, definition in schema["$defs"].items():
         properties = definition.get("properties", {})
         for key in _EARLIER_OWNERS.get(name.removesuffix("ForTraining"), ()):
             properties.pop(key, None)
+    defs = schema["$defs"]
+    added = {
+        f"#/$defs/{name}"
+        for name, d in defs.items()
+        if d.get("properties", {}).get("type", {}).get("const") in ITEM_TYPES_0_7
+    }
+    conversation = defs["AgentInvocation"]["properties"]["conversation"]["items"]
+    conversation["anyOf"] = [member for member in conversation["anyOf"] if member.get("$ref") not in added]
+    for name in [ref.removeprefix("#/$defs/") for ref in added]:
+        if f'"#/$defs/{name}"' not in json.dumps(schema):
+            del defs[name]
     schema["title"] = "TrajectoryRecord (nemo-gym before 0.7.0)"
     return schema
 
