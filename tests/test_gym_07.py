@@ -20,7 +20,7 @@ from ng_traj.assemble.perf import ng_perf
 from ng_traj.assemble.project import ProjectionInputs, project
 from ng_traj.assemble.turns import turn_content, turns_from_calls
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, TrajectoryModelCall, TrajectoryRecord
-from ng_traj.contract.revisions import keys_0_7, lost_in_earlier
+from ng_traj.contract.revisions import earlier_loss, keys_0_7, lost_in_earlier
 from ng_traj.sources.capture.record import derive_record
 from ng_traj.sources.capture.sse import reassemble
 from ng_traj.writers.jsonl import record_json
@@ -511,6 +511,9 @@ def test_earlier_revision_leaves_out_item_types_0_7_added_and_reports_them():
     # web_search_call was in the earlier union; the two compaction items were not.
     assert [item["type"] for item in earlier["invocations"][0]["conversation"]] == ["message", "web_search_call"]
     assert lost_in_earlier(record) == ["compaction items", "compaction_trigger items"]  # phase is null
+    assert earlier_loss(["phase", "compaction items"]) == (
+        "values of phase and compaction items left out (nemo-gym before 0.7.0 has no place for them)"
+    )
     assert keys_0_7(full) == ["compaction item", "compaction_trigger item", "phase"]
     assert keys_0_7(earlier) == []
     schemas = ROOT / "schemas"

@@ -109,3 +109,12 @@ def lost_in_earlier(record: TrajectoryRecord) -> list[str]:
 def in_earlier(item: Any) -> bool:
     """Whether a conversation item (a model) has a place in the earlier revision's item union."""
     return getattr(item, "type", None) not in ITEM_TYPES_0_7
+
+
+def earlier_loss(lost: list[str]) -> str:
+    """What :func:`lost_in_earlier` found, said in a sentence: ``values of phase and compaction items
+    left out (nemo-gym before 0.7.0 has no place for them)``."""
+    fields = [key for key in lost if not key.endswith(" items")]
+    items = [key.removesuffix(" items") for key in lost if key.endswith(" items")]
+    parts = [f"values of {', '.join(fields)}"] * bool(fields) + [f"{', '.join(items)} items"] * bool(items)
+    return f"{' and '.join(parts)} left out (nemo-gym before 0.7.0 has no place for them)"

@@ -24,7 +24,7 @@ from pydantic import ValidationError
 
 from ng_traj.checks import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
-from ng_traj.contract.revisions import Release, lost_in_earlier
+from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.writers.jsonl import record_json
@@ -157,10 +157,7 @@ def dataset_to_jsonl(
             counts.skipped += 1
             continue
         if release == "pre-0.7" and (lost := lost_in_earlier(record)):
-            message = (
-                f"rollout {record.rollout_id}: values of {', '.join(lost)} left out "
-                "(nemo-gym before 0.7.0 has no such fields)"
-            )
+            message = f"rollout {record.rollout_id}: {earlier_loss(lost)}"
             sink.add(Diagnostic("warning", "earlier_release_dropped", message, path=str(source), line=index + 1))
         write(record_json(record, release) + b"\n")
         counts.written += 1
