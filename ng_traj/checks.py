@@ -234,12 +234,14 @@ def findings_from_error(exc: ValidationError, value: Any, prefix: str = "") -> I
 
     Errors from the members of the conversation-item union are collapsed into one
     ``invalid_conversation_item`` finding per item, unless a specific check inside the item
-    (``token_metadata_incomplete``, ``invalid_input_video``) explains it.
+    (``token_metadata_incomplete``, ``token_metadata_invalid``, ``invalid_input_video``) explains it.
+    An item no member takes (an unknown ``type``, not an object) is ``invalid_conversation_item`` too.
     """
     findings: dict[tuple[str, str], Finding] = {}
     item_errors: dict[str, list[Finding]] = {}
     for error in exc.errors():
         path, tagged = _resolve_loc(value, error["loc"])
+        tagged = tagged or error["type"] in ("union_tag_invalid", "union_tag_not_found")
         pointer = _join(prefix, *path, (error.get("ctx") or {}).get("pointer", ""))
         code = _code_for(error, pointer)
         finding = Finding("error", code, pointer, _message(error, code))
@@ -262,7 +264,7 @@ def findings_from_error(exc: ValidationError, value: Any, prefix: str = "") -> I
     return iter(list(findings.values()))
 
 
-CODES_RAISED_IN_ITEMS = frozenset({"token_metadata_incomplete", "invalid_input_video"})
+CODES_RAISED_IN_ITEMS = frozenset({"token_metadata_incomplete", "token_metadata_invalid", "invalid_input_video"})
 
 
 def _conversation_item(path: list[Any]) -> list[Any] | None:

@@ -481,16 +481,66 @@ def test_max_line_bytes_applies_to_capture_lines(tmp_path):
     assert any(".capture.jsonl:" in line for line in lines), lines
 
 
-def test_two_copies_of_one_unattributed_session_are_each_built_and_warned(tmp_path):
+def test_two_copies_of_one_unattributed_session_are_built_once(tmp_path):
     for name in ("a", "b"):
         (tmp_path / name).mkdir()
         shutil.copy(FIXTURES / "pi" / "branch.jsonl", tmp_path / name / "branch.jsonl")
-    result = run_cli("build", tmp_path / "a", tmp_path / "b", "-o", tmp_path / "out.jsonl")
+    for order in ((tmp_path / "a", tmp_path / "b"), (tmp_path / "b", tmp_path / "a")):
+        result = run_cli("build", *order, "-o", tmp_path / "out.jsonl", "-v")
+        assert result.exit_code == 0, result.stderr
+        skipped = [line for line in result.stderr.splitlines() if "info[session_copy_skipped]" in line]
+        assert len(skipped) == 1 and skipped[0].startswith(str(tmp_path / "b" / "branch.jsonl"))
+        assert f"a copy of {tmp_path / 'a' / 'branch.jsonl'}; built once" in skipped[0]
+        (record,) = _records(tmp_path / "out.jsonl")
+        assert record["rollout_id"] == record["invocations"][0]["invocation_id"]
+
+
+PI_SAMPLES = (
+    "pi_v1-legacy_compaction-bashExecution_excerpt_lines-0-and-600-660.jsonl",
+    "pi_v1-legacy_model-change-burst_excerpt_lines-0-and-700-720.jsonl",
+)
+
+
+def test_two_excerpts_of_one_pi_session_get_distinct_rollout_ids(tmp_path):
+    samples = shared_dir("producer-samples", "pi")
+    for name in PI_SAMPLES:
+        shutil.copy(samples / name, tmp_path / name)
+    result = run_cli("build", tmp_path, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 0, result.stderr
-    warned = [line for line in result.stderr.splitlines() if "warning[session_repeated]" in line]
-    assert len(warned) == 1 and str(tmp_path / "a" / "branch.jsonl") in warned[0]
+    session = "ffae836b-9420-4060-ac13-7745215f90ff"
     first, second = _records(tmp_path / "out.jsonl")
-    assert first["rollout_id"] == second["rollout_id"]
+    assert (first["rollout_id"], second["rollout_id"]) == (session, f"{session}~2")
+    # The second (by file name) says which session it repeats; the first is as it was.
+    assert {"code": "session_id_repeated", "invocation_id": None, "detail": session} in second["gaps"]
+    assert not [gap for gap in first["gaps"] if gap["code"] == "session_id_repeated"]
+    assert len(first["model_calls"]) == 28 and len(second["model_calls"]) == 8
+    (warned,) = [line for line in result.stderr.splitlines() if "warning[session_repeated]" in line]
+    assert warned.startswith(f"{tmp_path / PI_SAMPLES[1]}: warning[session_repeated]: session {session}")
+    assert f"built as rollout {session}~2" in warned
+
+
+def test_an_openclaw_store_adopts_its_renamed_transcripts(tmp_path):
+    samples = shared_dir("producer-samples", "openclaw")
+    store = "openclaw_sessions-store_subset_root-and-2-subagents.json"
+    root = "openclaw_v3_root-session_provider-errors_bedrock.jsonl"
+    shutil.copy(samples / store, tmp_path / store)
+    shutil.copy(samples / root, tmp_path / root)
+    result = run_cli("build", tmp_path, "-o", tmp_path / "out.jsonl", "-v")
+    assert result.exit_code == 0, result.stderr
+    (record,) = _records(tmp_path / "out.jsonl")  # one session, not the store's and the transcript's
+    session = "003d9e5b-51f2-496b-911f-3564cacac047"
+    assert record["rollout_id"] == session
+    root_invocation = record["invocations"][0]
+    # The root's transcript is read for it: its conversation is there (the store alone has none).
+    assert root_invocation["invocation_id"] == "agent:main:main" and len(root_invocation["conversation"]) == 9
+    missing = [g["invocation_id"] for g in record["gaps"] if g["code"] == "agent_transcript_unavailable"]
+    assert missing == [
+        "agent:main:subagent:4d666967-5fba-475a-96eb-7df2a2b2cc2c",
+        "agent:main:subagent:b6f01560-d6ef-4e0c-ae20-cb988307845e",
+    ]
+    (renamed,) = [line for line in result.stderr.splitlines() if "info[session_transcript_renamed]" in line]
+    assert renamed.startswith(f"{tmp_path / root}: info[session_transcript_renamed]: session agent:main:main:")
+    assert f"the store names {session}.jsonl, which is not there" in renamed
 
 
 @pytest.mark.parametrize("output", ["", "/nonexistent-ng-traj/out.jsonl", "/nonexistent-ng-traj/out.parquet"])

@@ -93,3 +93,34 @@ def test_rows_whose_observation_bundle_breaks_the_contract_are_reported_and_skip
     assert result.exit_code == 1
     assert f"{rows}:2: error[invalid_type] ng_agent_observations" in result.stderr
     assert "converted 12 trajectories" in result.stderr and "1 record(s) skipped" in result.stderr
+
+
+def test_dataset_to_jsonl_writes_the_revision_gym_release_names(tmp_path):
+    store = tmp_path / "capture"
+    store.mkdir()
+    line = {
+        "model_call_id": "c1",
+        "dialect": "responses",
+        "model_ref": {"type": "responses_api_models", "name": "policy"},
+        "status_code": 200,
+        "response_source": "upstream",
+    }
+    (store / "0-0.capture.jsonl").write_text(orjson.dumps(line).decode() + "\n")
+    built, earlier = tmp_path / "built.jsonl", tmp_path / "earlier.jsonl"
+    assert run_cli("build", store, "-o", built).exit_code == 0
+    assert run_cli("build", store, "-o", earlier, "--gym-release", "pre-0.7").exit_code == 0
+    dataset = tmp_path / "built.parquet"
+    assert run_cli("convert", built, "-o", dataset).exit_code == 0
+    # The default is 0.7: the built file comes back as it was, with the four execution keys.
+    assert run_cli("convert", dataset, "-o", "-").stdout.encode() == built.read_bytes()
+    back = run_cli("convert", dataset, "-o", "-", "--gym-release", "pre-0.7")
+    assert back.exit_code == 0, back.stderr
+    # The same bytes as a pre-0.7 build, and the value left out is reported as the build reports it.
+    assert back.stdout.encode() == earlier.read_bytes()
+    assert b"upstream_attempted" not in earlier.read_bytes()
+    assert f"{dataset}:1: warning[earlier_release_dropped]: rollout 0-0: values of response_source" in back.stderr
+    to_parquet = run_cli("convert", built, "-o", tmp_path / "o.parquet", "--gym-release", "pre-0.7")
+    assert to_parquet.exit_code == 2 and "converting it to JSONL" in to_parquet.stderr
+    unknown = run_cli("convert", dataset, "-o", tmp_path / "o.jsonl", "--gym-release", "0.6")
+    assert unknown.exit_code == 2 and "choose from 0.7, pre-0.7" in unknown.stderr
+    assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "o.parquet").exists()

@@ -9,17 +9,18 @@ from __future__ import annotations
 
 import json
 
+import jsonschema
 import orjson
 import pytest
 from pydantic import ValidationError
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, ROOT, run_cli
 from ng_traj.assemble.join import join_model_call_observations
 from ng_traj.assemble.perf import ng_perf
 from ng_traj.assemble.project import ProjectionInputs, project
 from ng_traj.assemble.turns import turn_content, turns_from_calls
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, TrajectoryModelCall, TrajectoryRecord
-from ng_traj.contract.revisions import keys_0_7, lost_in_earlier
+from ng_traj.contract.revisions import earlier_loss, keys_0_7, lost_in_earlier
 from ng_traj.sources.capture.record import derive_record
 from ng_traj.sources.capture.sse import reassemble
 from ng_traj.writers.jsonl import record_json
@@ -482,3 +483,43 @@ def test_matrix_says_which_revision_its_records_need(tmp_path):
         result = run_cli("matrix", path, "--format", "json", "--output-format", "json")
         assert result.exit_code == 0, result.stderr
         assert json.loads(result.stderr.splitlines()[-1])["revision"].startswith(revision)
+
+
+def test_earlier_revision_leaves_out_item_types_0_7_added_and_reports_them():
+    record = TrajectoryRecord(
+        task_id="t",
+        rollout_id="r",
+        invocations=[
+            {
+                "invocation_id": "root",
+                "conversation": [
+                    {"role": "user", "content": "q"},
+                    {"type": "compaction", "id": "k", "encrypted_content": "e"},
+                    {"type": "web_search_call", "id": "w", "status": "completed", "action": {"type": "search"}},
+                    {"type": "compaction_trigger"},
+                ],
+            }
+        ],
+    )
+    full, earlier = orjson.loads(record_json(record)), orjson.loads(record_json(record, "pre-0.7"))
+    assert [item["type"] for item in full["invocations"][0]["conversation"]] == [
+        "message",
+        "compaction",
+        "web_search_call",
+        "compaction_trigger",
+    ]
+    # web_search_call was in the earlier union; the two compaction items were not.
+    assert [item["type"] for item in earlier["invocations"][0]["conversation"]] == ["message", "web_search_call"]
+    assert lost_in_earlier(record) == ["compaction items", "compaction_trigger items"]  # phase is null
+    assert earlier_loss(["phase", "compaction items"]) == (
+        "values of phase and compaction items left out (nemo-gym before 0.7.0 has no place for them)"
+    )
+    assert keys_0_7(full) == ["compaction item", "compaction_trigger item", "phase"]
+    assert keys_0_7(earlier) == []
+    schemas = ROOT / "schemas"
+    current = json.loads((schemas / "ng_trajectory.schema.json").read_text())
+    before = json.loads((schemas / "ng_trajectory_pre_0_7.schema.json").read_text())
+    jsonschema.validate(full, current)
+    jsonschema.validate(earlier, before)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(full, before)

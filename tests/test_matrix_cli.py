@@ -301,14 +301,15 @@ PRODUCER_SAMPLES = {
         "C6": ("X 0/3", "gap:tool_timing_unavailable", 3),
         "C7": ("V 18/18", None, 0),
     },
+    # Two store trees that read their renamed transcripts, and one rotated transcript of its own.
     "openclaw": {
-        "C1": ("O 0/8", "gap:model_call_usage_from_transcript", 5),
-        "C2": ("O 5/8", "gap:model_calls_unavailable", 3),
-        "C3": ("X 0/8", "gap:turns_unavailable", 8),
-        "C4": ("O 6/8", "gap:conversation_unavailable", 2),
-        "C5": ("O 0/5", "gap:tool_timing_unavailable", 5),
-        "C6": ("O 0/5", "gap:tool_timing_unavailable", 5),
-        "C7": ("V 8/8", None, 0),
+        "C1": ("O 0/3", "gap:model_call_usage_from_transcript", 3),
+        "C2": ("V 3/3", None, 0),
+        "C3": ("X 0/3", "gap:turns_unavailable", 3),
+        "C4": ("O 2/3", "gap:agent_transcript_unavailable", 1),
+        "C5": ("O 0/3", "gap:tool_timing_unavailable", 3),
+        "C6": ("O 0/3", "gap:tool_timing_unavailable", 3),
+        "C7": ("V 3/3", None, 0),
     },
     "opencode": {
         "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
@@ -333,19 +334,21 @@ PRODUCER_SAMPLES = {
 
 def test_producer_samples_matrix_is_pinned():
     data = _matrix(shared_dir("producer-samples"), "--by", "producer")
-    assert data["records"] == 30
+    assert data["records"] == 27
     assert _cells(data) == PRODUCER_SAMPLES
     by_agent = _cells(_matrix(shared_dir("producer-samples")))
-    # no rows: one group; 9 of 30 records report counts (openclaw 5 + pi 3 + codex 1), 27 have a history
+    # no rows: one group, the sums of the producer rows above: 9 of 27 records report counts (openclaw 3 +
+    # pi 3 + claude_code, codex and opencode 1 each), 25 have a history (not openclaw's flat-store tree nor
+    # codex's missing root), 12 have tool calls (2 with every duration: codex, opencode; 1 overlapping: opencode)
     assert by_agent == {
         "(unknown)": {
-            "C1": ("O 0/30", "gap:model_calls_unavailable", 21),
-            "C2": ("O 9/30", "gap:model_calls_unavailable", 21),
-            "C3": ("X 0/30", "gap:turns_unavailable", 30),
-            "C4": ("O 27/30", "gap:conversation_unavailable", 2),
-            "C5": ("O 1/12", "gap:tool_timing_unavailable", 11),
-            "C6": ("O 0/12", "gap:tool_timing_unavailable", 11),
-            "C7": ("V 30/30", None, 0),
+            "C1": ("O 0/27", "gap:model_calls_unavailable", 18),
+            "C2": ("O 9/27", "gap:model_calls_unavailable", 18),
+            "C3": ("O 0/27", "gap:turns_unavailable", 26),
+            "C4": ("O 25/27", "gap:agent_transcript_unavailable", 2),
+            "C5": ("O 2/12", "gap:tool_timing_unavailable", 10),
+            "C6": ("O 1/12", "gap:tool_timing_unavailable", 10),
+            "C7": ("V 27/27", None, 0),
         }
     }
 

@@ -33,6 +33,7 @@ MODEL_ONLY = {
     "turn_identity_mismatch",
     "tool_timing_reversed",
     "token_metadata_incomplete",
+    "token_metadata_invalid",
     "invalid_input_video",
 }
 

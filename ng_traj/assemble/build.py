@@ -33,7 +33,7 @@ from ng_traj.assemble.rollout import (
 from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
-from ng_traj.contract.revisions import Release, lost_in_earlier
+from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
@@ -381,7 +381,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
     if options.release == "pre-0.7" and (lost := lost_in_earlier(record)):
         built.note(
             "earlier_release_dropped",
-            f"values of {', '.join(lost)} left out (nemo-gym before 0.7.0 has no such fields)",
+            earlier_loss(lost),
         )
     if options.attach:
         attached, attachments = _attached_row(row, record, bundles.joined, capture, options)

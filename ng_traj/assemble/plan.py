@@ -10,6 +10,7 @@ rollout and attempt numbers compared as numbers, then run file name, then line.
 
 from __future__ import annotations
 
+import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -29,6 +30,7 @@ from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import logical_name
+from ng_traj.io.files import open_regular
 from ng_traj.io.lines import JsonLine, read_json_objects
 from ng_traj.io.spans import text_copy
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
@@ -185,8 +187,7 @@ def plan(
         location = (str(row.file.path), row.line, row.offset, row.size)
         slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units))
     own: list[Slot] = native.get(("own",), [])  # type: ignore[assignment]
-    _report_repeated_sessions(own, sink)
-    slots.extend(own)
+    slots.extend(_separate_repeated_sessions(own, sink))
     slots.sort(key=lambda slot: slot.sort_key(index.labels))
     return [_labelled(slot, index.labels) for slot in slots], stats
 
@@ -199,18 +200,65 @@ def _labelled(slot: Slot, labels: Mapping[str, str]) -> Slot:
     return replace(slot, run_label=label, file_label=str(PurePosixPath(label).with_name(Path(slot.path).name)))
 
 
-def _report_repeated_sessions(own: list[Slot], sink: DiagnosticSink) -> None:
-    """Warn when unattributed sessions share a session id: each is built, with the same rollout id."""
-    first: dict[str, Slot] = {}
+def _separate_repeated_sessions(own: list[Slot], sink: DiagnosticSink) -> list[Slot]:
+    """Unattributed sessions with one session id, made one trajectory each.
+
+    ``own`` is in the order the units were indexed (reader, then sorted paths). A session whose files
+    hold the same bytes as an earlier one's (a copy) is built once: the copy is dropped and reported.
+    Sessions with other content (excerpts of one file, a file edited after copying) are each built,
+    the later ones with the rollout id ``<session id>~<n>`` (n = 2, 3, ... in that order), carrying the
+    gap ``rollout_id_repeated`` (detail: the session id) and a ``session_repeated`` warning naming both.
+    """
+    groups: dict[str, list[Slot]] = {}
     for slot in own:
-        earlier = first.setdefault(slot.identity.rollout_id, slot)
-        if earlier is not slot:
-            unit = slot.native[0]
+        groups.setdefault(slot.identity.rollout_id, []).append(slot)
+    kept: list[Slot] = []
+    for session, group in groups.items():
+        contents: dict[bytes, int] = {}  # content digest -> index in kept
+        for slot in group:
+            where = _unit_where(slot)
+            digest = _content_digest(slot.native[0])
+            if digest is not None and digest in contents:
+                original = contents[digest]
+                message = f"session {session}: a copy of {_unit_where(kept[original])}; built once, from that file"
+                sink.add(Diagnostic("info", "session_copy_skipped", message, path=where))
+                named = tuple(sorted({*kept[original].named, *slot.named}))  # the copy's input yields that one
+                kept[original] = replace(kept[original], named=named)
+                continue
+            number = len(contents) + 1
+            contents[digest if digest is not None else where.encode()] = len(kept)
+            if number == 1:
+                kept.append(slot)
+                continue
+            rollout_id = f"{session}~{number}"
             message = (
-                f"session {unit.key} is also read from {earlier.native[0].anchor or earlier.native[0].paths[0]}: "
-                "both are built, with the same rollout id"
+                f"session {session} is also read from {_unit_where(group[0])} with other content: "
+                f"built as rollout {rollout_id}"
             )
-            sink.add(Diagnostic("warning", "session_repeated", message, path=unit.anchor or unit.paths[0]))
+            sink.add(Diagnostic("warning", "session_repeated", message, path=where))
+            gap = ObservationGap(code="session_id_repeated", detail=session)
+            identity = replace(slot.identity, rollout_id=rollout_id)
+            kept.append(replace(slot, identity=identity, build_gaps=(*slot.build_gaps, gap)))
+    return kept
+
+
+def _unit_where(slot: Slot) -> str:
+    unit = slot.native[0]
+    return unit.anchor or unit.paths[0]
+
+
+def _content_digest(unit: NativeUnit) -> bytes | None:
+    """SHA-256 over the unit's files (name order), or ``None`` when one cannot be read."""
+    digest = hashlib.sha256()
+    try:
+        for path in unit.paths:
+            with open_regular(Path(path)) as handle:
+                for block in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(block)
+            digest.update(b"\0")
+    except OSError:
+        return None
+    return digest.digest()
 
 
 def _check_manifest_runs(manifest: Sequence[ManifestEntry], runs: set[str], sink: DiagnosticSink) -> None:

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, guarded
+from ng_traj.cli.common import DEBUG_HELP, RELEASE_HELP, guarded
 from ng_traj.cli.output import (
     QUIET_HELP,
     VERBOSE_HELP,
@@ -23,11 +23,6 @@ KINDS_HELP = "Force the kind of every named input: rollouts, capture, pi, opencl
 ROLE_HELP = (
     "NAME=ROLE: the role of model server NAME (its model_ref.name), e.g. judge_model=judge, "
     "policy_model=policy, user_model=user_simulator (repeatable)."
-)
-
-RELEASE_HELP = (
-    "The NeMo Gym release whose trajectory models the JSON output must satisfy: 0.7 (nemo-gym 0.7.0 and "
-    "later) or pre-0.7 (earlier releases: the same records without the fields 0.7.0 added)."
 )
 
 

@@ -15,9 +15,8 @@ from rich.text import Text
 
 from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release
 from ng_traj.cli.output import Reporter
-from ng_traj.contract.revisions import RELEASES, Release
 from ng_traj.diagnostics import RunError, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
 from ng_traj.io.spans import text_copies
@@ -67,20 +66,6 @@ def output_format(requested: str | None, output: str) -> str:
     if chosen == "parquet" and output == STDOUT:
         raise RunError("a Parquet dataset is a directory: name it with -o (standard output takes JSONL only)")
     return chosen
-
-
-def gym_release(requested: str, chosen_format: str) -> Release:
-    """The contract revision of the JSON output (``--gym-release``).
-
-    Raises:
-        RunError: An unknown release, or ``pre-0.7`` for a Parquet dataset (which keeps every field;
-            the revision is chosen when converting it to JSONL).
-    """
-    if requested not in RELEASES:
-        raise RunError(f"--gym-release {requested!r}: choose from {', '.join(RELEASES)}")
-    if requested == "pre-0.7" and chosen_format == "parquet":
-        raise RunError("a Parquet dataset keeps every field: choose --gym-release when converting it to JSONL")
-    return requested  # type: ignore[return-value]
 
 
 def _check(request: BuildRequest) -> tuple[str, str]:

@@ -19,12 +19,17 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from ng_traj.contract.revisions import RELEASES, Release
 from ng_traj.diagnostics import RunError
 from ng_traj.io.atomic import was_interrupted
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
 DEBUG_HELP = "Show a traceback for unexpected errors."
+RELEASE_HELP = (
+    "The NeMo Gym release whose trajectory models the JSON output must satisfy: 0.7 (nemo-gym 0.7.0 and "
+    "later) or pre-0.7 (earlier releases: the same records without the fields 0.7.0 added)."
+)
 
 
 def stderr_console() -> Console:
@@ -91,3 +96,17 @@ def refuse_parquet_file(path: Path) -> None:
     if dataset is not None:
         raise RunError(f"{path} is a Parquet table file of a dataset, not JSONL: name the dataset folder {dataset}")
     raise RunError(f"{path} is a Parquet file, not JSONL: ng-traj reads Parquet only as a dataset folder it wrote")
+
+
+def gym_release(requested: str, chosen_format: str) -> Release:
+    """The contract revision of the JSON output (``--gym-release``).
+
+    Raises:
+        RunError: An unknown release, or ``pre-0.7`` for a Parquet dataset (which keeps every field;
+            the revision is chosen when converting it to JSONL).
+    """
+    if requested not in RELEASES:
+        raise RunError(f"--gym-release {requested!r}: choose from {', '.join(RELEASES)}")
+    if requested == "pre-0.7" and chosen_format == "parquet":
+        raise RunError("a Parquet dataset keeps every field: choose --gym-release when converting it to JSONL")
+    return requested  # type: ignore[return-value]

@@ -8,7 +8,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, refuse_parquet_file
+from ng_traj.cli.common import (
+    DEBUG_HELP,
+    EXIT_DATA,
+    EXIT_OK,
+    RELEASE_HELP,
+    guarded,
+    gym_release,
+    refuse_parquet_file,
+)
 from ng_traj.cli.output import (
     QUIET_HELP,
     VERBOSE_HELP,
@@ -22,6 +30,7 @@ from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 if TYPE_CHECKING:
+    from ng_traj.contract.revisions import Release
     from ng_traj.writers.parquet_convert import Converted
 
 
@@ -50,6 +59,7 @@ def command(
     output_format: Annotated[str, output_format_option()] = "text",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    gym_release_: Annotated[str, typer.Option("--gym-release", help=f"{RELEASE_HELP} Parquet -> JSONL only.")] = "0.7",
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """Convert between trajectory JSONL and a Parquet dataset (the direction follows the input).
@@ -57,21 +67,25 @@ def command(
     JSONL -> Parquet writes one folder per table (trajectories, invocations, conversation_items,
     turns, model_calls, tool_calls, gaps, compactions) and a manifest, ng_traj.json; the run
     column names the converted file. Parquet -> JSONL writes the trajectories back, byte for byte
-    as ng-traj build writes them. Outputs are written atomically. Records that break the contract
-    are reported and skipped: exit 1; exit 2 for usage errors. Diagnostics and a summary follow
+    as ng-traj build writes them, in the contract revision --gym-release names (pre-0.7 reports
+    values it leaves out). Outputs are written atomically. Records that break the contract are
+    reported and skipped: exit 1; exit 2 for usage errors. Diagnostics and a summary follow
     (--output-format: text on standard error, json or github on standard output, or on standard
     error with -o -).
     """
     guarded(
         debug,
-        lambda: _run(source, output, max_line_bytes, choose_format(output_format), verbosity(quiet, verbose)),
+        lambda: _run(
+            source, output, max_line_bytes, choose_format(output_format), verbosity(quiet, verbose), gym_release_
+        ),
     )
 
 
-def _run(source: Path, output: str, max_line_bytes: int, output_format: str, level: int) -> int:
+def _run(source: Path, output: str, max_line_bytes: int, output_format: str, level: int, requested: str) -> int:
     if not source.exists():
         raise RunError(f"{source}: no such file or directory")
     refuse_parquet_file(source)
+    release = gym_release(requested, "jsonl" if source.is_dir() else "parquet")
     if not source.is_dir():
         if output == STDOUT:
             raise RunError("a Parquet dataset is a directory: name it with -o")
@@ -85,7 +99,7 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
     sink = reporter.sink
     with reporter.feedback() as feedback:
         if source.is_dir():
-            counts = _to_jsonl(source, output, sink, feedback.step(f"{source.name} -> JSONL (trajectories)"))
+            counts = _to_jsonl(source, output, sink, feedback.step(f"{source.name} -> JSONL (trajectories)"), release)
         else:
             update = feedback.step(f"{source.name} -> Parquet", source.stat().st_size, in_bytes=True)
             counts = jsonl_to_dataset(source, output, sink, max_line_bytes=max_line_bytes, on_progress=update)
@@ -105,8 +119,10 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
     return code
 
 
-def _to_jsonl(source: Path, output: str, sink: DiagnosticSink, advance: Callable[[], None]) -> Converted:
-    """A dataset back to JSONL (``advance`` called per trajectory written).
+def _to_jsonl(
+    source: Path, output: str, sink: DiagnosticSink, advance: Callable[[], None], release: Release
+) -> Converted:
+    """A dataset back to JSONL in the contract revision ``release`` (``advance`` called per trajectory written).
 
     Raises:
         RunError: ``source`` is no dataset, ``output`` names a dataset, or a table or column is missing.
@@ -125,6 +141,6 @@ def _to_jsonl(source: Path, output: str, sink: DiagnosticSink, advance: Callable
         raise RunError(f"{source} is a dataset already: name a JSONL output")
     try:
         with atomic_file(output) as handle:
-            return dataset_to_jsonl(source, handle.write, sink, on_record=advance)
+            return dataset_to_jsonl(source, handle.write, sink, on_record=advance, release=release)
     except DatasetError as exc:
         raise RunError(str(exc)) from exc

@@ -1,14 +1,19 @@
 """Conversation items an invocation may hold: NeMo Gym's Responses input-item union.
 
-Source: ``nemo_gym/openai_utils.py`` (``NeMoGymResponseInputItem``) at Gym commit ``07d6b0d07``,
-summarised in gym-reference.md §3.9, with the content-part shapes of the ``openai`` SDK 2.7.2 that Gym
-pins. The union is validated in pydantic's *smart* mode, members in the upstream order, so an item
-resolves to the same member (and serialises with the same keys, nulls included) as it does in Gym.
+Source: ``nemo_gym/openai_utils.py`` (``NeMoGymResponseInputItem``) in nemo-gym 0.7.0, with the
+shapes of the ``openai`` SDK 2.44.0 that it pins. The items Gym defines itself (messages, function
+calls and outputs, reasoning, their training variants) are written here; the hosted and built-in
+tool items (MCP, file and web search, computer use, image generation, code interpreter, local and
+hosted shell, custom tools, apply-patch, compaction, tool search, additional tools) are the SDK's
+own models, as upstream uses them, with the same relaxations Gym makes to the MCP ones. Using the
+SDK's models rather than copies keeps every field, default, nested union and the key order of
+their serialisation exactly as upstream's, and follows the SDK when Gym moves its pin.
 
-Unlike the trajectory models these items are not strict: unknown keys are dropped on validation, as
-upstream. Hosted and built-in tool items (MCP, file search, web search, computer, image generation,
-code interpreter, local shell, custom tools) come from the ``openai`` SDK upstream; ng-traj does not
-depend on that SDK, so it accepts them by their ``type`` and carries them through unchanged.
+An item is routed to one member by a discriminator that decides as Gym's does (``type``, then for
+messages the role, content and status; an item without ``type`` by its shape, falling back to the
+permissive ``mcp_list_tools`` model, whose extra keys are kept; complete token metadata selects the
+training variant). So an item validates, and serialises with the same keys in the same order,
+nulls included, exactly as in Gym. Gym's own item models drop unknown keys; the SDK's keep them.
 """
 
 from __future__ import annotations
@@ -16,39 +21,57 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Annotated, Any, Literal, Required
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, TypeAdapter, ValidationError
+from openai.types.responses import (
+    ResponseApplyPatchToolCall,
+    ResponseApplyPatchToolCallOutput,
+    ResponseCodeInterpreterToolCall,
+    ResponseCompactionItem,
+    ResponseComputerToolCall,
+    ResponseCustomToolCall,
+    ResponseFileSearchToolCall,
+    ResponseFunctionShellToolCall,
+    ResponseFunctionShellToolCallOutput,
+    ResponseFunctionWebSearch,
+    ResponseToolSearchCall,
+    ResponseToolSearchOutputItem,
+)
+from openai.types.responses.response_function_call_output_item_list_param import (
+    ResponseFunctionCallOutputItemListParam,
+)
+from openai.types.responses.response_input_content_param import ResponseInputContentParam
+from openai.types.responses.response_input_item import (
+    AdditionalTools,
+    CompactionTrigger,
+    ComputerCallOutput,
+    LocalShellCallOutput,
+    McpApprovalResponse,
+    ResponseCustomToolCallOutput,
+)
+from openai.types.responses.response_output_item import (
+    ImageGenerationCall,
+    LocalShellCall,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
+)
+from openai.types.responses.response_reasoning_item import Content as ReasoningText
+from openai.types.responses.response_reasoning_item import Summary as ReasoningSummary
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    TypeAdapter,
+    ValidationError,
+)
 from typing_extensions import TypedDict
 
 from ng_traj.contract.base import contract_error
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 Phase = Literal["commentary", "final_answer"]
-
-
-class InputText(TypedDict, total=False):
-    """Text part of an input message (``input_text``)."""
-
-    text: Required[str]
-    type: Required[Literal["input_text"]]
-
-
-class InputImage(TypedDict, total=False):
-    """Image part of an input message (``input_image``); ``image_url`` may be a data URL."""
-
-    detail: Required[Literal["low", "high", "auto"]]
-    type: Required[Literal["input_image"]]
-    file_id: str | None
-    image_url: str | None
-
-
-class InputFile(TypedDict, total=False):
-    """File part of an input message (``input_file``)."""
-
-    type: Required[Literal["input_file"]]
-    file_data: str
-    file_id: str | None
-    file_url: str
-    filename: str
 
 
 class InputVideo(TypedDict, total=False):
@@ -72,33 +95,67 @@ def _check_input_video(value: Any) -> Any:
     return value
 
 
-InputContentPart = Annotated[InputText | InputImage | InputFile | InputVideo, BeforeValidator(_check_input_video)]
+InputContentPart = Annotated[ResponseInputContentParam | InputVideo, BeforeValidator(_check_input_video)]
+"""An input message part: the SDK's ``input_text``, ``input_image``, ``input_file``, or Gym's ``input_video``."""
 
 
-class OutputTextContent(TypedDict, total=False):
-    """Text part of a function call output list."""
+class AnnotationFileCitation(TypedDict, total=False):
+    """A citation of a file in output text (``file_citation``)."""
 
-    text: Required[str]
-    type: Required[Literal["input_text"]]
-
-
-class OutputImageContent(TypedDict, total=False):
-    """Image part of a function call output list."""
-
-    type: Required[Literal["input_image"]]
-    detail: Literal["low", "high", "auto"] | None
-    file_id: str | None
-    image_url: str | None
+    file_id: Required[str]
+    filename: Required[str]
+    index: Required[int]
+    type: Required[Literal["file_citation"]]
 
 
-class OutputFileContent(TypedDict, total=False):
-    """File part of a function call output list."""
+class AnnotationURLCitation(TypedDict, total=False):
+    """A citation of a web resource in output text (``url_citation``); indexes are character offsets."""
 
-    type: Required[Literal["input_file"]]
-    file_data: str | None
-    file_id: str | None
-    file_url: str | None
-    filename: str | None
+    end_index: Required[int]
+    start_index: Required[int]
+    title: Required[str]
+    type: Required[Literal["url_citation"]]
+    url: Required[str]
+
+
+class AnnotationContainerFileCitation(TypedDict, total=False):
+    """A citation of a container file in output text (``container_file_citation``)."""
+
+    container_id: Required[str]
+    end_index: Required[int]
+    file_id: Required[str]
+    filename: Required[str]
+    start_index: Required[int]
+    type: Required[Literal["container_file_citation"]]
+
+
+class AnnotationFilePath(TypedDict, total=False):
+    """A path to a file in output text (``file_path``)."""
+
+    file_id: Required[str]
+    index: Required[int]
+    type: Required[Literal["file_path"]]
+
+
+Annotation = AnnotationFileCitation | AnnotationURLCitation | AnnotationContainerFileCitation | AnnotationFilePath
+"""One ``output_text`` annotation, as the SDK's ``response_output_text_param.Annotation``."""
+
+
+class LogprobTopLogprob(TypedDict, total=False):
+    """One alternative token: its text, UTF-8 bytes and log probability."""
+
+    token: Required[str]
+    bytes: Required[list[int]]
+    logprob: Required[float]
+
+
+class Logprob(TypedDict, total=False):
+    """The log probability of one output token and its top alternatives."""
+
+    token: Required[str]
+    bytes: Required[list[int]]
+    logprob: Required[float]
+    top_logprobs: Required[list[LogprobTopLogprob]]
 
 
 class _Item(BaseModel):
@@ -127,10 +184,10 @@ class InputMessage(_Item):
 class OutputText(_Item):
     """Assistant output text part."""
 
-    annotations: list[dict[str, Any]]
+    annotations: list[Annotation]
     text: str
     type: Literal["output_text"] = "output_text"
-    logprobs: list[dict[str, Any]] | None = None
+    logprobs: list[Logprob] | None = None
 
 
 class OutputRefusal(_Item):
@@ -169,28 +226,10 @@ class FunctionCallOutput(_Item):
     """The model-visible output of a function call, joined to it by ``call_id``."""
 
     call_id: str
-    output: str | list[OutputTextContent | OutputImageContent | OutputFileContent]
+    output: str | ResponseFunctionCallOutputItemListParam
     type: Literal["function_call_output"] = "function_call_output"
     id: str | None = None
     status: ItemStatus | None = None
-
-
-class ReasoningSummary(BaseModel):
-    """One reasoning summary part (``summary_text``); extra keys kept, as the SDK model allows."""
-
-    model_config = ConfigDict(extra="allow")
-
-    text: str
-    type: Literal["summary_text"]
-
-
-class ReasoningText(BaseModel):
-    """One reasoning content part (``reasoning_text``)."""
-
-    model_config = ConfigDict(extra="allow")
-
-    text: str
-    type: Literal["reasoning_text"]
 
 
 class ReasoningItem(_Item):
@@ -203,30 +242,38 @@ class ReasoningItem(_Item):
     content: list[ReasoningText] | None = None
 
 
-HOSTED_ITEM_TYPES = (
-    "mcp_call",
-    "mcp_list_tools",
-    "mcp_approval_request",
-    "mcp_approval_response",
-    "file_search_call",
-    "web_search_call",
-    "computer_call",
-    "computer_call_output",
-    "image_generation_call",
-    "code_interpreter_call",
-    "local_shell_call",
-    "local_shell_call_output",
-    "custom_tool_call",
-    "custom_tool_call_output",
-)
+class HostedMcpCall(McpCall):
+    """A tool call an MCP server ran for the provider (``mcp_call``); output or error already filled.
+
+    Gym relaxes the SDK model: ``id`` and ``server_label`` may be missing, ``status`` is any text.
+    """
+
+    type: Literal["mcp_call"] = "mcp_call"
+    id: str | None = None
+    server_label: str | None = None
+    status: str | None = None
 
 
-class HostedToolItem(BaseModel):
-    """A hosted or built-in tool item, carried through with all its keys (see module docstring)."""
+class HostedMcpListTools(McpListTools):
+    """The tools an MCP server offers (``mcp_list_tools``); also where Gym routes an item it cannot
+    otherwise place (an item without ``type``), keeping its keys.
 
-    model_config = ConfigDict(extra="allow")
+    Gym relaxes the SDK model: ``id`` and ``server_label`` may be missing, ``tools`` holds any values.
+    """
 
-    type: Literal[HOSTED_ITEM_TYPES]  # type: ignore[valid-type]
+    type: Literal["mcp_list_tools"] = "mcp_list_tools"
+    tools: list[Any] = Field(default_factory=list)
+    id: str | None = None
+    server_label: str | None = None
+
+
+class HostedMcpApprovalRequest(McpApprovalRequest):
+    """A request to approve an MCP tool call (``mcp_approval_request``); ``id`` and ``server_label``
+    may be missing (Gym's relaxation)."""
+
+    type: Literal["mcp_approval_request"] = "mcp_approval_request"
+    id: str | None = None
+    server_label: str | None = None
 
 
 RoutedExperts = str | list[list[list[int]]]
@@ -262,39 +309,188 @@ class ReasoningItemForTraining(ReasoningItem, TokenIds):
 
 
 _TOKEN_FIELDS = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+_TOKEN_IDS = TypeAdapter(TokenIds)
 
 
 def _check_token_metadata(value: Any) -> Any:
+    """Token metadata on an item is all of :data:`_TOKEN_FIELDS` or none, and well typed (on any item:
+    the SDK's items keep it as extra keys)."""
     if not isinstance(value, dict):
         return value
     present = [key for key in (*_TOKEN_FIELDS, "routed_experts") if key in value]
+    if not present:
+        return value
     missing = [key for key in _TOKEN_FIELDS if key not in value]
-    if present and missing:
+    if missing:
         raise contract_error(
             "token_metadata_incomplete",
             "token metadata must include all of prompt_token_ids, generation_token_ids, "
             "generation_log_probs; missing: {missing}",
             missing=", ".join(missing),
         )
+    try:
+        _TOKEN_IDS.validate_python({key: value[key] for key in present})
+    except ValidationError as exc:
+        error = exc.errors()[0]
+        raise contract_error(
+            "token_metadata_invalid",
+            "token metadata {field}: {problem}",
+            pointer=str(error["loc"][0]),
+            field=str(error["loc"][0]),
+            problem=error["msg"],
+        ) from None
     return value
 
 
+_STATUSES = frozenset({"in_progress", "completed", "incomplete"})
+_OUTPUT_PARTS = frozenset({"output_text", "refusal"})
+_TRAINABLE = frozenset({"easy_message", "input_message", "output_message", "function_call", "reasoning"})
+
+
+def _first_part_type(content: Any) -> str | None:
+    """The ``type`` of the first content part (``refusal`` for a typeless part holding one), or ``None``."""
+    if not isinstance(content, list) or not content or not isinstance(content[0], dict):
+        return None
+    part = content[0]
+    return part.get("type") or ("refusal" if "refusal" in part else None)
+
+
+def _message_tag(value: dict[str, Any]) -> str:
+    """Which message model: input (a simple role, list content and a status), output (assistant list
+    content starting with an output part, or empty with an id), else the easy message."""
+    content = value.get("content")
+    if value.get("role") in ("user", "system", "developer"):
+        return "input_message" if isinstance(content, list) and value.get("status") in _STATUSES else "easy_message"
+    if isinstance(content, list):
+        if not content:
+            return "output_message" if isinstance(value.get("id"), str) else "easy_message"
+        if _first_part_type(content) in _OUTPUT_PARTS:
+            return "output_message"
+    return "easy_message"
+
+
+def _untyped_tag(value: dict[str, Any]) -> str:
+    """The member of an item without ``type``, told by its keys; ``mcp_list_tools`` when nothing fits."""
+    content = value.get("content")
+    has_id = isinstance(value.get("id"), str)
+    if value.get("role") in ("user", "system", "developer", "assistant") and isinstance(content, str | list):
+        tag = _message_tag(value)
+        if tag == "output_message":
+            return tag if has_id else "mcp_list_tools"
+        return tag if _first_part_type(content) not in _OUTPUT_PARTS else "mcp_list_tools"
+    output_content = isinstance(content, list) and (not content or _first_part_type(content) in _OUTPUT_PARTS)
+    if "role" not in value and has_id and output_content:
+        return "output_message"
+    if "arguments" in value and "name" in value:
+        return "function_call" if "call_id" in value else "mcp_call"
+    if isinstance(value.get("call_id"), str) and "output" in value:
+        return "function_call_output"
+    if has_id and isinstance(value.get("summary"), list):
+        return "reasoning"
+    return "mcp_list_tools"
+
+
+def _item_tag(value: Any) -> str | None:
+    """The union member an item validates as (see the module docstring); ``None``: no member."""
+    if isinstance(value, BaseModel):
+        known = (_TAG_OF_CLASS[cls] for cls in type(value).__mro__ if cls in _TAG_OF_CLASS)
+        return next(known, getattr(value, "type", None))
+    if not isinstance(value, dict):
+        return None
+    kind = value.get("type")
+    if kind == "message":
+        tag = _message_tag(value)
+    elif isinstance(kind, str):
+        tag = kind
+    elif kind is None:
+        tag = _untyped_tag(value)
+    else:
+        return None
+    if tag in _TRAINABLE and all(key in value for key in _TOKEN_FIELDS):
+        return f"{tag}__training"
+    return tag
+
+
+_MEMBERS: dict[str, type[BaseModel]] = {
+    "easy_message": EasyInputMessage,
+    "input_message": InputMessage,
+    "output_message": OutputMessage,
+    "function_call": FunctionCall,
+    "function_call_output": FunctionCallOutput,
+    "reasoning": ReasoningItem,
+    "mcp_call": HostedMcpCall,
+    "mcp_list_tools": HostedMcpListTools,
+    "mcp_approval_request": HostedMcpApprovalRequest,
+    "file_search_call": ResponseFileSearchToolCall,
+    "web_search_call": ResponseFunctionWebSearch,
+    "computer_call": ResponseComputerToolCall,
+    "image_generation_call": ImageGenerationCall,
+    "code_interpreter_call": ResponseCodeInterpreterToolCall,
+    "local_shell_call": LocalShellCall,
+    "custom_tool_call": ResponseCustomToolCall,
+    "computer_call_output": ComputerCallOutput,
+    "custom_tool_call_output": ResponseCustomToolCallOutput,
+    "local_shell_call_output": LocalShellCallOutput,
+    "mcp_approval_response": McpApprovalResponse,
+    "apply_patch_call": ResponseApplyPatchToolCall,
+    "apply_patch_call_output": ResponseApplyPatchToolCallOutput,
+    "compaction": ResponseCompactionItem,
+    "shell_call": ResponseFunctionShellToolCall,
+    "shell_call_output": ResponseFunctionShellToolCallOutput,
+    "tool_search_call": ResponseToolSearchCall,
+    "tool_search_output": ResponseToolSearchOutputItem,
+    "compaction_trigger": CompactionTrigger,
+    "additional_tools": AdditionalTools,
+    "easy_message__training": EasyInputMessageForTraining,
+    "input_message__training": InputMessageForTraining,
+    "output_message__training": OutputMessageForTraining,
+    "function_call__training": FunctionCallForTraining,
+    "reasoning__training": ReasoningItemForTraining,
+}
+"""Union tag -> member, in Gym's order (the tags are the item types, with the message shapes and the
+``__training`` variants told apart)."""
+
+_TAG_OF_CLASS = {member: tag for tag, member in _MEMBERS.items()}
+
 ConversationItem = Annotated[
-    EasyInputMessage
-    | InputMessage
-    | OutputMessage
-    | FunctionCall
-    | FunctionCallOutput
-    | ReasoningItem
-    | HostedToolItem
-    | EasyInputMessageForTraining
-    | InputMessageForTraining
-    | OutputMessageForTraining
-    | FunctionCallForTraining
-    | ReasoningItemForTraining,
+    Annotated[EasyInputMessage, Tag("easy_message")]
+    | Annotated[InputMessage, Tag("input_message")]
+    | Annotated[OutputMessage, Tag("output_message")]
+    | Annotated[FunctionCall, Tag("function_call")]
+    | Annotated[FunctionCallOutput, Tag("function_call_output")]
+    | Annotated[ReasoningItem, Tag("reasoning")]
+    | Annotated[HostedMcpCall, Tag("mcp_call")]
+    | Annotated[HostedMcpListTools, Tag("mcp_list_tools")]
+    | Annotated[HostedMcpApprovalRequest, Tag("mcp_approval_request")]
+    | Annotated[ResponseFileSearchToolCall, Tag("file_search_call")]
+    | Annotated[ResponseFunctionWebSearch, Tag("web_search_call")]
+    | Annotated[ResponseComputerToolCall, Tag("computer_call")]
+    | Annotated[ImageGenerationCall, Tag("image_generation_call")]
+    | Annotated[ResponseCodeInterpreterToolCall, Tag("code_interpreter_call")]
+    | Annotated[LocalShellCall, Tag("local_shell_call")]
+    | Annotated[ResponseCustomToolCall, Tag("custom_tool_call")]
+    | Annotated[ComputerCallOutput, Tag("computer_call_output")]
+    | Annotated[ResponseCustomToolCallOutput, Tag("custom_tool_call_output")]
+    | Annotated[LocalShellCallOutput, Tag("local_shell_call_output")]
+    | Annotated[McpApprovalResponse, Tag("mcp_approval_response")]
+    | Annotated[ResponseApplyPatchToolCall, Tag("apply_patch_call")]
+    | Annotated[ResponseApplyPatchToolCallOutput, Tag("apply_patch_call_output")]
+    | Annotated[ResponseCompactionItem, Tag("compaction")]
+    | Annotated[ResponseFunctionShellToolCall, Tag("shell_call")]
+    | Annotated[ResponseFunctionShellToolCallOutput, Tag("shell_call_output")]
+    | Annotated[ResponseToolSearchCall, Tag("tool_search_call")]
+    | Annotated[ResponseToolSearchOutputItem, Tag("tool_search_output")]
+    | Annotated[CompactionTrigger, Tag("compaction_trigger")]
+    | Annotated[AdditionalTools, Tag("additional_tools")]
+    | Annotated[EasyInputMessageForTraining, Tag("easy_message__training")]
+    | Annotated[InputMessageForTraining, Tag("input_message__training")]
+    | Annotated[OutputMessageForTraining, Tag("output_message__training")]
+    | Annotated[FunctionCallForTraining, Tag("function_call__training")]
+    | Annotated[ReasoningItemForTraining, Tag("reasoning__training")],
+    Discriminator(_item_tag),
     BeforeValidator(_check_token_metadata),
 ]
-"""One item of an invocation's model-visible conversation (gym-reference §3.9)."""
+"""One item of an invocation's model-visible conversation (Gym's ``NeMoGymResponseInputItem``)."""
 
 
 _ITEM = TypeAdapter(ConversationItem)

@@ -148,6 +148,10 @@ NG_TRAJ_GAPS: dict[str, str] = {
     "rollout_record_unavailable": (
         "artifacts (capture file, sessions) with no rollout row in the build; detail names the artifact"
     ),
+    "session_id_repeated": (
+        "another unattributed session of the build has this session id and other content; this one's rollout id "
+        "is <session id>~<n>; detail names the session id"
+    ),
     "rollout_attribution_ambiguous": (
         "the artifact's rollout id exists in several runs of the build and no manifest picks one"
     ),

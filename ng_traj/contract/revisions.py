@@ -8,10 +8,13 @@ record. nemo-gym 0.7.0 added:
   which earlier releases' models reject (``extra="forbid"``);
 * conversation ``message`` items: ``phase``; ``function_call`` items: ``namespace`` (written by
   the models nemo-gym 0.7.0 uses, null unless the provider set them), which earlier releases'
-  item models ignore (and so drop).
+  item models ignore (and so drop);
+* conversation item types earlier releases' item union has no member for (apply-patch, hosted
+  shell, compaction, tool search, additional tools), and so rejects.
 
 ng-traj writes the 0.7.0 revision by default; the earlier one is the same record with those keys
-left out (``build --gym-release pre-0.7``). Records of either revision validate.
+left out, and those item types left out of conversations (``build --gym-release pre-0.7``). Records
+of either revision validate.
 """
 
 from __future__ import annotations
@@ -29,6 +32,20 @@ RELEASES: tuple[Release, ...] = ("0.7", "pre-0.7")
 METADATA_KEYS_0_7 = ("upstream_attempted", "response_source", "upstream_status_code", "local_response_reason")
 ITEM_KEYS_0_7 = {"message": ("phase",), "function_call": ("namespace",)}
 """Conversation item type -> the keys nemo-gym 0.7.0 added to it."""
+ITEM_TYPES_0_7 = frozenset(
+    {
+        "apply_patch_call",
+        "apply_patch_call_output",
+        "compaction",
+        "shell_call",
+        "shell_call_output",
+        "tool_search_call",
+        "tool_search_output",
+        "compaction_trigger",
+        "additional_tools",
+    }
+)
+"""Conversation item types nemo-gym 0.7.0 added to its item union (earlier releases reject them)."""
 
 
 def _items(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
@@ -48,7 +65,10 @@ def keys_0_7(record: Mapping[str, Any]) -> list[str]:
     """The 0.7-only keys a trajectory value carries (sorted, each named once), e.g. ``["phase"]``."""
     found = {key for metadata in _metadata(record) for key in METADATA_KEYS_0_7 if key in metadata}
     for item in _items(record):
-        found.update(key for key in ITEM_KEYS_0_7.get(item.get("type", "message"), ()) if key in item)
+        kind = item.get("type", "message")
+        found.update(key for key in ITEM_KEYS_0_7.get(kind, ()) if key in item)
+        if kind in ITEM_TYPES_0_7:
+            found.add(f"{kind} item")
     return sorted(found)
 
 
@@ -67,9 +87,10 @@ def earlier_exclusions(model: type) -> frozenset[str]:
 
 
 def lost_in_earlier(record: TrajectoryRecord) -> list[str]:
-    """The 0.7-only fields of a ``TrajectoryRecord`` that hold a value (not null), sorted.
+    """The 0.7-only fields of a ``TrajectoryRecord`` that hold a value (not null), and the 0.7-only
+    conversation item types it holds (as ``"<type> items"``), sorted.
 
-    Writing the earlier revision leaves these values out; the build reports them.
+    Writing the earlier revision leaves these values and items out; the build reports them.
     """
     lost = {
         key
@@ -80,4 +101,20 @@ def lost_in_earlier(record: TrajectoryRecord) -> list[str]:
     for invocation in record.invocations:
         for item in invocation.conversation:
             lost.update(key for key in earlier_exclusions(type(item)) if getattr(item, key, None) is not None)
+            if getattr(item, "type", None) in ITEM_TYPES_0_7:
+                lost.add(f"{item.type} items")
     return sorted(lost)
+
+
+def in_earlier(item: Any) -> bool:
+    """Whether a conversation item (a model) has a place in the earlier revision's item union."""
+    return getattr(item, "type", None) not in ITEM_TYPES_0_7
+
+
+def earlier_loss(lost: list[str]) -> str:
+    """What :func:`lost_in_earlier` found, said in a sentence: ``values of phase and compaction items
+    left out (nemo-gym before 0.7.0 has no place for them)``."""
+    fields = [key for key in lost if not key.endswith(" items")]
+    items = [key.removesuffix(" items") for key in lost if key.endswith(" items")]
+    parts = [f"values of {', '.join(fields)}"] * bool(fields) + [f"{', '.join(items)} items"] * bool(items)
+    return f"{' and '.join(parts)} left out (nemo-gym before 0.7.0 has no place for them)"

@@ -13,10 +13,11 @@ import json
 from typing import Any
 
 from pydantic import BaseModel
+from pydantic.json_schema import GenerateJsonSchema, JsonSchemaValue
 
 from ng_traj.contract.observations import AgentObservationBundle
 from ng_traj.contract.output import OutputLine
-from ng_traj.contract.revisions import ITEM_KEYS_0_7, METADATA_KEYS_0_7
+from ng_traj.contract.revisions import ITEM_KEYS_0_7, ITEM_TYPES_0_7, METADATA_KEYS_0_7
 from ng_traj.contract.trajectory import TrajectoryRecord
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
@@ -41,17 +42,53 @@ def schema_document(name: str) -> dict[str, object]:
     """
     if name == EARLIER:
         return _earlier(schema_document("ng_trajectory"))
-    schema = SCHEMA_MODELS[name].model_json_schema(mode="validation")
+    schema = SCHEMA_MODELS[name].model_json_schema(mode="validation", schema_generator=_Generator)
     return {"$schema": DIALECT, **schema}
 
 
+_EARLIER_OWNERS = {
+    "TrajectoryResponseMetadata": METADATA_KEYS_0_7,
+    "EasyInputMessage": ITEM_KEYS_0_7["message"],
+    "OutputMessage": ITEM_KEYS_0_7["message"],
+    "FunctionCall": ITEM_KEYS_0_7["function_call"],
+}
+"""Definition -> the 0.7.0 keys it loses in the earlier schema (with its ``...ForTraining`` twin); only
+ng-traj's own definitions: the SDK's tool items keep fields of the same names (``custom_tool_call``'s
+``namespace``)."""
+
+
+class _Generator(GenerateJsonSchema):
+    """Pydantic's generator, but a union routed by a function (the conversation item's) is ``anyOf``:
+    the function picks one member, while an item often fits several of them in JSON Schema (a
+    message fits both message models), which ``oneOf`` would reject."""
+
+    def tagged_union_schema(self, schema: Any) -> JsonSchemaValue:
+        result = super().tagged_union_schema(schema)
+        if "oneOf" in result and "discriminator" not in result:
+            result["anyOf"] = result.pop("oneOf")
+        return result
+
+
 def _earlier(schema: dict[str, Any]) -> dict[str, Any]:
-    """The trajectory schema without the 0.7.0 fields: a record carrying the response-metadata ones fails
-    it (that definition forbids extra keys), as it fails the earlier models."""
-    for definition in schema["$defs"].values():
+    """The trajectory schema without the 0.7.0 fields and item types: a record carrying the
+    response-metadata fields or such an item fails it (those definitions forbid extra keys, and the
+    item union has no member for the type), as it fails the earlier models. Definitions only those
+    items used are dropped."""
+    for name, definition in schema["$defs"].items():
         properties = definition.get("properties", {})
-        for key in (*METADATA_KEYS_0_7, *(key for keys in ITEM_KEYS_0_7.values() for key in keys)):
+        for key in _EARLIER_OWNERS.get(name.removesuffix("ForTraining"), ()):
             properties.pop(key, None)
+    defs = schema["$defs"]
+    added = {
+        f"#/$defs/{name}"
+        for name, d in defs.items()
+        if d.get("properties", {}).get("type", {}).get("const") in ITEM_TYPES_0_7
+    }
+    conversation = defs["AgentInvocation"]["properties"]["conversation"]["items"]
+    conversation["anyOf"] = [member for member in conversation["anyOf"] if member.get("$ref") not in added]
+    for name in [ref.removeprefix("#/$defs/") for ref in added]:
+        if f'"#/$defs/{name}"' not in json.dumps(schema):
+            del defs[name]
     schema["title"] = "TrajectoryRecord (nemo-gym before 0.7.0)"
     return schema
 

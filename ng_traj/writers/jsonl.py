@@ -18,7 +18,8 @@ from pydantic import BaseModel
 from pydantic_core import PydanticSerializationError
 
 from ng_traj.contract import TrajectoryRecord
-from ng_traj.contract.revisions import Release, earlier_exclusions
+from ng_traj.contract.observations import AgentInvocation
+from ng_traj.contract.revisions import Release, earlier_exclusions, in_earlier
 
 SERIALISE_ERRORS = (PydanticSerializationError, ValueError, TypeError, RecursionError)
 """What a serialiser raises for values nested deeper than it allows (orjson and pydantic: ~255 levels)."""
@@ -80,8 +81,11 @@ _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def earlier_model_fields(value: Any) -> dict[str, Any]:
-    """:func:`model_fields` without the fields the revision before nemo-gym 0.7.0 lacks."""
+    """:func:`model_fields` without the fields the revision before nemo-gym 0.7.0 lacks, and invocations
+    without the conversation items it has no place for."""
     fields = model_fields(value)
+    if isinstance(value, AgentInvocation):
+        fields["conversation"] = [item for item in fields["conversation"] if in_earlier(item)]
     excluded = _EXCLUDED.get(type(value))
     if excluded is None:
         excluded = _EXCLUDED[type(value)] = earlier_exclusions(type(value))

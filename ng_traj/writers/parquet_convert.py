@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from ng_traj.checks import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
+from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.writers.jsonl import record_json
@@ -135,10 +136,14 @@ def dataset_to_jsonl(
     write: Callable[[bytes], Any],
     sink: DiagnosticSink,
     on_record: Callable[[], Any] | None = None,
+    release: Release = "0.7",
 ) -> Converted:
     """Write every trajectory of a dataset as JSONL through ``write``, in dataset order.
 
-    ``on_record`` is called once per trajectory read (written or skipped).
+    ``on_record`` is called once per trajectory read (written or skipped). ``release`` is the
+    contract revision written (``contract/revisions.py``): with ``pre-0.7`` a trajectory whose
+    0.7-only fields hold values is reported (``earlier_release_dropped``, a warning naming them), as
+    ``ng-traj build`` reports it.
 
     Raises:
         DatasetError: The dataset lacks a table or a column.
@@ -151,6 +156,9 @@ def dataset_to_jsonl(
         if record is None:
             counts.skipped += 1
             continue
-        write(record_json(record) + b"\n")
+        if release == "pre-0.7" and (lost := lost_in_earlier(record)):
+            message = f"rollout {record.rollout_id}: {earlier_loss(lost)}"
+            sink.add(Diagnostic("warning", "earlier_release_dropped", message, path=str(source), line=index + 1))
+        write(record_json(record, release) + b"\n")
         counts.written += 1
     return counts

@@ -38,10 +38,12 @@ from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
     Stores,
     TreeNode,
+    adopt_renamed,
     discover_tree,
     is_store,
     read_stores,
     refused_transcript,
+    transcript_names,
     tree_roots,
 )
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
@@ -170,8 +172,15 @@ class OpenClawReader:
         used: set[str] = set()
         covered: dict[Path, set[str]] = {}
         units = [self._pinchbench(t, sink, used, covered) for t in transcripts if pinchbench_run(t) is not None]
+        headers = {t: read_session(t, DiagnosticSink()).session_id for t in transcripts if str(t) not in used}
         for root, store_paths in sorted(stores_by_root.items()):
             stores = read_stores(store_paths, root, sink)
+            for entry, path in adopt_renamed(stores, headers):
+                message = (
+                    f"session {entry.key}: transcript {path.name} read for it (its header carries session id "
+                    f"{entry.session_id}; the store names {transcript_names(entry)[0]}, which is not there)"
+                )
+                sink.add(Diagnostic("info", "session_transcript_renamed", message, path=str(path)))
             units.extend(self._trees(stores, store_paths, sink, used, covered.setdefault(root, set())))
         units.extend(_loose(transcripts, sink, used))
         return units
@@ -206,6 +215,8 @@ class OpenClawReader:
             paths = [*store_paths, *(node.transcript for node in nodes if node.transcript is not None)]
             paths += [checkpoint for node in nodes for checkpoint in node.checkpoints]
             hints = (("root", root), ("agents_root", str(stores.root)), *(("store", str(p)) for p in store_paths))
+            renamed = {node.transcript for node in nodes} & set(stores.renamed.values())
+            hints += tuple(("renamed", str(path)) for path in sorted(renamed))
             anchor = nodes[0].transcript or stores.entries[root].store
             key = stores.entries[root].session_id or root
             units.append(_unit("tree", paths, sink, used, hints, key=key, anchor=anchor))
@@ -233,6 +244,8 @@ class OpenClawReader:
             return _bundle([_single(Path(hints["transcript"]), sink, detail="root_session_not_found")], [])
         root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
         stores = read_stores(store_paths, agents, DiagnosticSink())  # reported when indexed
+        renamed = [Path(value) for name, value in unit.hints if name == "renamed"]
+        adopt_renamed(stores, {path: read_session(path, DiagnosticSink()).session_id for path in renamed})
         nodes, gaps = discover_tree(stores, hints["root"], root_transcript)
         for node in nodes:
             refused = None if node.transcript else refused_transcript(stores.entries[node.key], stores.root)

@@ -10,10 +10,11 @@ disagree is excluded with ``subagent_parent_ambiguous``; parent links that form 
 cut at the cycle's smallest key, reported (``parent_cycle``) and given ``cyclic_subagent_parent``;
 order is root, then layer by layer with children sorted by key. A transcript is found by the
 basename of ``sessionFile`` inside the store's own folder, then ``<sessionId>.jsonl``, then
-(ng-traj) the newest ``<sessionId>.jsonl.reset.*`` / ``.deleted.*`` archive; a compressed copy
-(``<name>.gz``, ``.zst``, ``.zstd``) of a named file stands for it when the file itself is absent.
-It must be a regular file, not a symlink, inside the agents root (one that is not is reported when
-the tree is loaded: ``session_path_refused``). A missing transcript gives ``agent_transcript_unavailable``
+(ng-traj) the newest ``<sessionId>.jsonl.reset.*`` / ``.deleted.*`` archive, then (ng-traj) a
+transcript of the build's inputs in that folder whose header carries the ``sessionId`` (a renamed
+file: :func:`adopt_renamed`); a compressed copy (``<name>.gz``, ``.zst``, ``.zstd``) of a named file
+stands for it when the file itself is absent. It must be a regular file, not a symlink, inside the agents root (one that is not is reported when the tree is loaded:
+``session_path_refused``). A missing transcript gives ``agent_transcript_unavailable``
 (invocation = key, detail = sessionId). Entries of the wrong shape are reported
 (``openclaw_entry_invalid``) when the stores are indexed.
 
@@ -86,6 +87,8 @@ class Stores:
     entries: dict[str, StoreEntry] = field(default_factory=dict)
     gaps: list[ObservationGap] = field(default_factory=list)
     incomplete: bool = False
+    renamed: dict[str, Path] = field(default_factory=dict)
+    """Session id -> an input transcript under another name whose header carries that id."""
 
 
 def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
@@ -96,7 +99,7 @@ def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
     session_file = value.get("sessionFile") if isinstance(value.get("sessionFile"), str) else None
     conflict = spawned is not None and parent_key is not None and spawned != parent_key
     entry = StoreEntry(key, session_id, spawned or parent_key, conflict, store, session_file)
-    checkpoints = _checkpoint_files(value.get("compactionCheckpoints"), _names(entry))
+    checkpoints = _checkpoint_files(value.get("compactionCheckpoints"), transcript_names(entry))
     return replace(entry, forked=value.get("forkedFromParent") is True, checkpoint_files=checkpoints)
 
 
@@ -222,7 +225,8 @@ class TreeNode:
     """Compaction checkpoint copies of the transcript (``checkpoints_for``)."""
 
 
-def _names(entry: StoreEntry) -> list[str]:
+def transcript_names(entry: StoreEntry) -> list[str]:
+    """The file names an entry's transcript may have: its ``sessionFile``'s, then ``<sessionId>.jsonl``."""
     names = []
     if entry.session_file:
         names.append(Path(entry.session_file.replace("\\", "/")).name)
@@ -237,7 +241,7 @@ def _usable(candidate: Path, resolved_root: Path) -> bool:
 
 def refused_transcript(entry: StoreEntry, root: Path) -> Path | None:
     """A file the entry names that exists but was refused (a symlink, or outside ``root``), else ``None``."""
-    for candidate in (entry.folder / name for name in _names(entry)):
+    for candidate in (entry.folder / name for name in transcript_names(entry)):
         if os.path.lexists(candidate) and not _usable(candidate, root.resolve()):
             return candidate
     return None
@@ -246,7 +250,7 @@ def refused_transcript(entry: StoreEntry, root: Path) -> Path | None:
 def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
     """The transcript file of a store entry (module docstring), or ``None``."""
     resolved_root = root.resolve()
-    for candidate in (entry.folder / name for name in _names(entry)):
+    for candidate in (entry.folder / name for name in transcript_names(entry)):
         if _usable(candidate, resolved_root):
             return candidate
     if entry.session_id:  # archived transcripts, newest first; listed only when no live file is usable
@@ -267,6 +271,29 @@ def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> t
         candidates += sorted(entry.folder.glob(f"{entry.session_id}.checkpoint.*.jsonl"))
     usable = [path for path in dict.fromkeys(candidates) if path != transcript and _usable(path, resolved_root)]
     return tuple(sorted(usable))
+
+
+def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreEntry, Path]]:
+    """Find the transcripts of entries whose named file is missing among renamed inputs.
+
+    ``headers`` maps input transcripts to the session id of their header. An entry without a usable
+    transcript of its own adopts the one input in its store's folder whose header id is its
+    ``sessionId`` (none when several are). Returns the entries adopted, in key order, with their file.
+    """
+    resolved_root = stores.root.resolve()
+    adopted = []
+    for key, entry in sorted(stores.entries.items()):
+        if not entry.session_id or transcript_for(entry, stores.root) is not None:
+            continue
+        found = [
+            path
+            for path, session_id in sorted(headers.items())
+            if session_id == entry.session_id and path.parent == entry.folder and _usable(path, resolved_root)
+        ]
+        if len(found) == 1:
+            stores.renamed[entry.session_id] = found[0]
+            adopted.append((stores.entries[key], found[0]))
+    return adopted
 
 
 def discover_tree(
@@ -313,6 +340,7 @@ def discover_tree(
     for key in ordered:
         entry = stores.entries[key]
         transcript = root_transcript if key == root_key and root_transcript else transcript_for(entry, stores.root)
+        transcript = transcript or stores.renamed.get(entry.session_id or "")
         if transcript is None:
             incomplete = True
             gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=key, detail=entry.session_id))
