@@ -15,6 +15,9 @@ from typing import Literal
 
 Severity = Literal["error", "warning", "info"]
 
+OUTPUT_VERSION = 1
+"""The value of ``ng_traj_output`` in every line."""
+
 VALIDATE_CODES: dict[str, str] = {
     # line reading (io/lines.py)
     "invalid_json": "the line is not valid JSON",

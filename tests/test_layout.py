@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -79,3 +81,10 @@ def _resolve(dotted: str) -> object:
 def test_sources_has_no_loose_producer_modules() -> None:
     shared = {"__init__", "detect", "sniff", "native", "registry", "lineage", "manifest", "sqlite_copy"}
     assert {path.stem for path in (ROOT / "sources").glob("*.py")} == shared
+
+
+def test_the_command_line_loads_without_the_heavy_libraries():
+    """``--help`` stays fast: the contract models (pydantic, openai) and pyarrow load when a command runs."""
+    code = "import sys, ng_traj.cli; print(sorted(m for m in ('pydantic', 'openai', 'pyarrow') if m in sys.modules))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert loaded.strip() == "[]"

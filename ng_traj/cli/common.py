@@ -14,14 +14,17 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ng_traj.contract.revisions import RELEASES, Release
 from ng_traj.diagnostics import RunError
 from ng_traj.io.atomic import was_interrupted
+
+if TYPE_CHECKING:
+    from ng_traj.contract.revisions import Release
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
@@ -105,6 +108,8 @@ def gym_release(requested: str, chosen_format: str) -> Release:
         RunError: An unknown release, or ``pre-0.7`` for a Parquet dataset (which keeps every field;
             the revision is chosen when converting it to JSONL).
     """
+    from ng_traj.contract.revisions import RELEASES  # the contract models load only when a command runs
+
     if requested not in RELEASES:
         raise RunError(f"--gym-release {requested!r}: choose from {', '.join(RELEASES)}")
     if requested == "pre-0.7" and chosen_format == "parquet":

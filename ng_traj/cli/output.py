@@ -42,8 +42,7 @@ from rich.progress import (
 from rich.text import Text
 
 from ng_traj.cli.common import stderr_console
-from ng_traj.contract.output import OUTPUT_VERSION
-from ng_traj.diagnostics import CODES, Diagnostic, DiagnosticSink, RunError, printable, safe_text
+from ng_traj.diagnostics import CODES, OUTPUT_VERSION, Diagnostic, DiagnosticSink, RunError, printable, safe_text
 
 OUTPUT_FORMATS = ("text", "json", "github")
 

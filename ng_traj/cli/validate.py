@@ -18,7 +18,6 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.contract.revisions import revision_needed
 from ng_traj.diagnostics import RunError, safe_text
 from ng_traj.io.compression import is_compressed
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
@@ -100,6 +99,8 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
 
 
 def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
+    from ng_traj.contract.revisions import revision_needed
+
     data = {
         "files": tally.files,
         "records": tally.records,

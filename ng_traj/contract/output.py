@@ -14,9 +14,6 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, RootModel
 
-OUTPUT_VERSION = 1
-"""The value of ``ng_traj_output`` in every line."""
-
 Count = Annotated[int, Field(ge=0)]
 
 
