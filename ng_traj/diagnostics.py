@@ -110,7 +110,6 @@ BUILD_CODES: dict[str, str] = {
     "claude_code_version_unknown": "a Claude Code transcript recording a CLI major version other than 1 or 2 after its first line; read as the current format",
     "claude_code_no_messages": "a Claude Code transcript with no user or assistant message; its invocation has no conversation",
     "claude_code_meta_invalid": "a sub-agent's .meta.json that is not a JSON object; its lineage is taken from the path",
-    "claude_code_context_copied": "a Claude Code sub-agent whose first entries repeat its parent's history (a fork); counted once, in the parent",
     "opencode_db_unreadable": "an opencode.db (its private copy) could not be read, or has no OpenCode session tables; sessions it holds are not built",
     "opencode_record_invalid": "an OpenCode export or message that is not the object its format needs; skipped",
     "opencode_record_unowned": "OpenCode messages of a session the store does not hold; left out",

@@ -217,13 +217,13 @@ def test_tree_fixture_fork_copies_are_counted_once_in_the_parent(tmp_path):
     assert fork[0]["content"] == "Fork: check the failing test"
     owners = {t["tool_call_id"]: t["invocation_id"] for t in record["tool_calls"]}
     assert owners["toolu_spawn1"] == owners["toolu_big"] == TREE_ID
-    (copied,) = [g for g in record["gaps"] if g["code"] == "subagent_context_copied"]
+    (copied,) = [g for g in record["gaps"] if g["code"] == "copied_context"]
     assert copied == {
-        "code": "subagent_context_copied",
+        "code": "copied_context",
         "invocation_id": "f200",
         "detail": f"parent={TREE_ID};entries=6;first=r-u1;last=r-u3",
     }
-    assert "agent-f200.jsonl:1: info[claude_code_context_copied]: the first 6 entries repeat the history" in stderr
+    assert "agent-f200.jsonl:1: info[context_copied]: the first 6 entries repeat the history" in stderr
 
 
 def test_tree_fixture_externalised_tool_results_are_read_from_the_companion_folder(tmp_path):

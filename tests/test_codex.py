@@ -167,7 +167,7 @@ def test_fork_tree_copied_context_counted_once(tmp_path):
     assert texts == ["do half", "Summary: half done, one sub-agent running."]
     assert child["status"] == "incomplete"  # turn_aborted
     gaps = _gaps(record)
-    assert ("agent_context_copied", F_CHILD, "lines=2-7") in gaps
+    assert ("copied_context", F_CHILD, "lines=2-7") in gaps
     assert ("subagent_transcript_missing", F_CHILD, "call_spawn_3") in gaps
     assert ("compaction_model_call_boundary_unavailable", F_CHILD, None) in gaps
     # parent 3 calls; child 3 (its replayed row is the baseline, not a call; first = 6260 - 3040); grandchild 1

@@ -228,7 +228,7 @@ def test_v2_database_with_fork(tmp_path):
     # the inherited history is counted once, in its source: the fork holds only its own messages
     assert fork["conversation"][0]["content"] == "Now count the lines."
     assert len(fork["conversation"]) == 2 and len(main["conversation"]) == 4
-    assert _gaps(record, "fork_history_inherited") == [("ses_fork", "ses_main:msg_a3")]
+    assert _gaps(record, "copied_context") == [("ses_fork", "ses_main:msg_a3")]
     assert _gaps(record, "subagent_spawn_tool_unavailable") == []
     assert len(record["model_calls"]) == 3
     assert sorted((t["invocation_id"], t["turn_no"]) for t in record["turns"]) == [

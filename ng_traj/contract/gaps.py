@@ -172,8 +172,9 @@ NG_TRAJ_GAPS: dict[str, str] = {
     "copied_context": (
         "entries or messages that copy earlier ones (a compaction re-append, a checkpoint, a fork, a compression "
         "continuation's kept tail) were left out of model calls, tool calls, token totals and the conversation: "
-        "each call is counted once, in the invocation that made it; detail entries=<copied ids> or "
-        "messages=<n>:<copied tool call ids>"
+        "each call is counted once, in the invocation that made it; the detail names the copied entries: "
+        "entries=<ids> (pi, OpenClaw), messages=<n>;tool_calls=<ids> (Hermes), lines=<first>-<last> (Codex), "
+        "parent=<id>;entries=<n>;first=<uuid>;last=<uuid> (Claude Code), or the copied message ids (OpenCode)"
     ),
     "agent_conversation_parent_unavailable": (
         "an entry names a parent entry that was never written; the active path continues with the entry "
@@ -202,16 +203,6 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "a captured call kept no request or response body (a collector attachment without payloads) and the "
         "row's judge record supplied it; detail is <location>:<response_id>"
     ),
-    "agent_context_copied": (
-        "a forked sub-agent's transcript repeats its parent's history: that part is counted once, in the "
-        "parent, and kept out of the sub-agent's conversation and model calls; detail names the copied "
-        "entries (lines=<first>-<last> for Codex)"
-    ),
-    "subagent_context_copied": (
-        "a sub-agent's transcript starts with entries copied from its parent's history (a forked Claude Code "
-        "sub-agent): they are kept out of the sub-agent's conversation, model calls and tool calls, which the "
-        "parent already counts; detail parent=<id>;entries=<n>;first=<uuid>;last=<uuid>"
-    ),
     "tool_result_output_unavailable": (
         "a Claude Code tool result is a stub for output saved to the session's tool-results folder, and that "
         "file is not there: the stub is kept as the output; detail is the tool call id"
@@ -219,11 +210,6 @@ NG_TRAJ_GAPS: dict[str, str] = {
     "model_call_from_judge_record": (
         "a judge call known only from the rollout row's judge record (no captured call matched): metadata and "
         "token counts derive from the recorded response; detail is <location>:<response_id>"
-    ),
-    "fork_history_inherited": (
-        "an OpenCode 2.x fork starts from its source session's history without copying it: the inherited "
-        "history is counted once, in the source invocation (the fork's parent); detail is "
-        "<source session id>:<boundary message id>"
     ),
 }
 

@@ -17,8 +17,8 @@ Copied context: a forked sub-agent (``agentType`` ``fork``, on by default since 
 with the parent's history. The leading lines of a child that repeat its parent's lines — the same
 ``uuid``, the same assistant ``message.id``, or else the same message and structured result — are
 kept out of the child (no conversation items, model calls or tool calls there: they are counted
-once, in the parent) and named by the gap ``subagent_context_copied`` and the diagnostic
-``claude_code_context_copied``.
+once, in the parent) and named by the gap ``copied_context`` and the diagnostic
+``context_copied``.
 """
 
 from __future__ import annotations
@@ -348,12 +348,12 @@ def _mark_copies(nodes: dict[str, _Node], root_id: str, sink: DiagnosticSink, ga
         node.copied, node.lines = node.lines[:kept], node.lines[kept:]
         copied = [line for line in node.copied if line.message]
         detail = f"parent={parent.invocation_id};entries={len(copied)};first={copied[0].uuid};last={copied[-1].uuid}"
-        gaps.append(ObservationGap(code="subagent_context_copied", invocation_id=node.invocation_id, detail=detail))
+        gaps.append(ObservationGap(code="copied_context", invocation_id=node.invocation_id, detail=detail))
         message = (
             f"the first {len(copied)} entries repeat the history of {parent.invocation_id} (a forked sub-agent); "
             "counted once, in the parent"
         )
-        sink.add(Diagnostic("info", "claude_code_context_copied", message, path=node.path, line=copied[0].line))
+        sink.add(Diagnostic("info", "context_copied", message, path=node.path, line=copied[0].line))
 
 
 def _observe(

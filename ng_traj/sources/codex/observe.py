@@ -381,7 +381,7 @@ def observe(rollout: Rollout, parent_id: str | None) -> ThreadObservation:
     records: list[Any] = [*tools(own, thread, gaps), *compactions(own, thread, gaps)]
     if rollout.copied is not None:
         first, last = rollout.copied
-        gaps.append(ObservationGap(code="agent_context_copied", invocation_id=thread, detail=f"lines={first}-{last}"))
+        gaps.append(ObservationGap(code="copied_context", invocation_id=thread, detail=f"lines={first}-{last}"))
     if rollout.unparseable:
         gaps.append(ObservationGap(code="agent_artifact_record_unparseable", invocation_id=thread))
     return ThreadObservation(invocation, records, gaps, native_calls(rollout, thread), spawn_outputs(own))

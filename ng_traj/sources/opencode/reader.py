@@ -11,7 +11,7 @@ folder named by the rollout id, and native calls join captured calls through the
 
 A fork (2.x ``fork_session_id``) starts from its source session's history up to ``fork_boundary``
 without copying it: the inherited history is counted once, in the source, and the fork's invocation
-(child of the source) holds only its own messages, with the gap ``fork_history_inherited`` (detail
+(child of the source) holds only its own messages, with the gap ``copied_context`` (detail
 ``<source session id>:<boundary message id>``).
 """
 
@@ -208,7 +208,7 @@ def _lineage(
     if session.fork_of is not None and session.parent_id is None:
         update["parent_invocation_id"] = session.fork_of
         detail = f"{session.fork_of}:{session.fork_boundary or ''}"
-        gaps.append(ObservationGap(code="fork_history_inherited", invocation_id=session.id, detail=detail))
+        gaps.append(ObservationGap(code="copied_context", invocation_id=session.id, detail=detail))
         if session.fork_of not in observed:
             gaps.append(
                 ObservationGap(code="subagent_parent_unavailable", invocation_id=session.id, detail=session.fork_of)
