@@ -3,7 +3,7 @@
     python bench/corpus.py OUT --rollouts 1000 --calls 16 [--seed 7]
     python bench/corpus.py OUT --size-mb 2048 --calls 16
 
-What one run leaves behind (gym-reference.md §1, §2; producer-formats.md §2, §3):
+What one run leaves behind:
 
 * ``rollouts.jsonl`` and the ``rollouts_failures.jsonl`` sidecar: one row per rollout with its task
   (``responses_create_params``), the agent's Responses-API ``response`` (the whole output sequence),

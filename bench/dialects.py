@@ -1,6 +1,6 @@
 """Request and response bodies of the three capture dialects, streamed (SSE) and not, for the corpus.
 
-Shapes follow what NeMo Gym's capture middleware records (gym-reference.md §2.3, §2.5): ``responses``
+Shapes follow what NeMo Gym's capture middleware records: ``responses``
 (``/v1/responses``: ``input`` items, ``output`` items, ``usage.input_tokens``), ``chat``
 (``/v1/chat/completions``: ``messages``, ``choices``, ``usage.prompt_tokens``; streamed chunks end with
 ``data: [DONE]``) and ``messages`` (Anthropic ``/v1/messages``: ``system``, content blocks,

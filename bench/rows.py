@@ -1,8 +1,8 @@
 """The rows a collector writes for the corpus: rollout rows, their judge calls, the agent's observation bundle.
 
-Shapes: gym-reference.md §1 (rollout rows, identity keys, ``agent_ref``), §3.8 (``ng_agent_observations``:
+Shapes: rollout rows (identity keys, ``agent_ref``), ``ng_agent_observations`` (an
 invocation with conversation and model-call refs by ``(model_ref, response_id)``, tool observations,
-a context compaction), PRODUCT.md §10.21 (``judge_evaluations[]`` entries: the judge's request and
+a context compaction), judge records (``judge_evaluations[]`` entries: the judge's request and
 its Responses-API response, plus ``verdict_label``).
 """
 

@@ -6,7 +6,7 @@ For each size a corpus is generated with ``bench/corpus.py`` (kept in the work f
 then timed in child processes, one at a time:
 
 * the *parse floor*: read every line of every input file and ``orjson.loads`` it (whole ``.json``
-  files at once), nothing else, in one process (PRODUCT.md §7);
+  files at once), nothing else, in one process;
 * ``ng-traj build`` to JSONL and to Parquet, with ``--jobs 1`` and ``--jobs 2``;
 
 each ``--repeat`` times (the fastest run is shown, peak RSS is the largest seen).
@@ -14,7 +14,7 @@ each ``--repeat`` times (the fastest run is shown, peak RSS is the largest seen)
 First, how much parallel capacity the machine has right now (two busy processes against one), since
 ``--jobs 2`` cannot go faster than that. Printed per run: input MB, seconds, MB/s, rollouts/s, peak
 RSS (of the largest process, from ``wait4``), the ratio to the parse floor's speed, and the speed-up
-of two jobs over one. Last, how peak RSS grew per rollout between the two sizes. The targets (PRODUCT.md §7): ratio >= 0.5 with one
+of two jobs over one. Last, how peak RSS grew per rollout between the two sizes. The targets: ratio >= 0.5 with one
 job, speed-up >= 1.6 with two, growth of at most a few hundred bytes per rollout.
 """
 

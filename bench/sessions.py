@@ -1,11 +1,11 @@
 """Native session files for the corpus: pi v3 sessions and OpenClaw transcripts with their store.
 
-Formats: producer-formats.md §2 (pi: a ``type:"session"`` header with ``version:3``, then entries
+Formats: pi ( a ``type:"session"`` header with ``version:3``, then entries
 with 8-hex ``id``/``parentId`` and ISO ``timestamp``; ``message`` entries whose ``message`` carries
 ``role``, content blocks (``text``, ``thinking``, ``toolCall``), ``usage {input, output, cacheRead,
 cacheWrite, totalTokens, cost}``, ``stopReason``, ``responseId`` and a millisecond ``timestamp``;
 ``toolResult`` messages; ``compaction`` entries with ``summary``, ``firstKeptEntryId``,
-``tokensBefore``) and §3 (OpenClaw: the same pi v3 transcript plus ``custom`` ``model-snapshot``
+``tokensBefore``) and OpenClaw ( the same pi v3 transcript plus ``custom`` ``model-snapshot``
 entries and ``exec`` tool details with ``durationMs``, under ``agents/<id>/sessions/`` beside the
 ``sessions.json`` store).
 """

@@ -1,10 +1,10 @@
 """Checking one record against the contract: what ``ng-traj validate`` reports for each line or row.
 
 A record is first validated with the pydantic models (the 1.0 contract and its invariants, exactly
-as NeMo Gym's models enforce them; gym-reference.md §3, §10.2), then, when valid, cross-referenced for
-warnings the contract does not enforce (PRODUCT.md §6): refs that name no model call of the record,
+as NeMo Gym's models enforce them), then, when valid, cross-referenced for
+warnings the contract does not enforce: refs that name no model call of the record,
 tool calls without a ``function_call`` in any conversation, unknown gap codes, and parent cycles
-among a trajectory's invocations (a warning there, an error in bundles: PRODUCT.md §10.19).
+among a trajectory's invocations (a warning there, as NeMo Gym's trajectory model accepts them; an error in bundles).
 
 A rollout row's own ``ng_agent_observations`` bundle is the producer's record, kept as recorded by
 ``build --attach``: what fails the contract in it is reported as a warning (the trajectory built from

@@ -1,6 +1,6 @@
 """Diagnostics: problems in the *data*, collected and counted, never stopping a run.
 
-A diagnostic renders as ``path:line: severity[code] pointer: message`` (PRODUCT.md §6); the line
+A diagnostic renders as ``path:line: severity[code] pointer: message``; the line
 and pointer parts are left out where there is none. Problems with the *run* itself (missing paths,
 bad flags) are not diagnostics: they raise :class:`RunError` and end the command with exit code 2.
 """
@@ -125,7 +125,7 @@ DATASET_CODES: dict[str, str] = {
 """Codes of reading a Parquet dataset back (``ng-traj validate``, ``ng-traj convert``)."""
 
 CODES: dict[str, str] = {**VALIDATE_CODES, **DATASET_CODES, **BUILD_CODES}
-"""Every diagnostic code, for the README and ``ng-traj validate``."""
+"""Every diagnostic code, for ``docs/diagnostics.md`` and ``ng-traj validate``."""
 
 LINE_SKIP_CODES = (
     "invalid_json",

@@ -1,8 +1,8 @@
 """C1–C7 computed from records: per-record verdicts, per-group cells, the documented reference row.
 
-The reference decides V/O/X by hand (gym-reference.md §8.2); ng-traj evaluates each trajectory with
-the rules below, which start from the proposal of gym-reference §8.4 and are written out, with
-examples, in the README ("Matrix rules"). A verdict is ``V`` (complete), ``O`` (partial), ``X``
+The reference decides V/O/X by hand; ng-traj evaluates each trajectory with
+the rules below, which start from NeMo Gym's own capability page and are written out, with
+examples, in ``docs/matrix.md``. A verdict is ``V`` (complete), ``O`` (partial), ``X``
 (unavailable) or ``NA`` (the criterion does not apply: C5 and C6 for a rollout without tool calls,
 C2 when every call failed). Every verdict that is not ``V`` carries the reason that decided it:
 ``gap:<code>`` (a gap of the record) or ``missing:<field>`` (a field that is null or absent).
@@ -10,7 +10,7 @@ C2 when every call failed). Every verdict that is not ``V`` carries the reason t
 Terms used by the rules:
 
 * *agent-side invocations*: the record's invocations without ng-traj's fallback invocation
-  ``rollout_record`` (present with the gap ``conversation_from_rollout_record``; PRODUCT.md §10.4),
+  ``rollout_record`` (present with the gap ``conversation_from_rollout_record``),
   which never counts as agent-side evidence.
 * *considered calls*: the record's model calls without the judge calls known only from a rollout
   row's judge record (gap ``model_call_from_judge_record``): they are not the agent's calls and
@@ -90,7 +90,7 @@ def _gap(record: TrajectoryRecord, *codes: str) -> str | None:
 
 
 def agent_invocations(record: TrajectoryRecord) -> list[AgentInvocation]:
-    """Invocations without the fallback ``rollout_record`` (PRODUCT.md §10.4)."""
+    """Invocations without the fallback ``rollout_record``."""
     fallback = any(gap.code == FALLBACK_GAP for gap in record.gaps)
     return [i for i in record.invocations if not (fallback and i.invocation_id == FALLBACK_INVOCATION)]
 

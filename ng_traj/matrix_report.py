@@ -2,8 +2,8 @@
 
 The documented matrix is data, not code: ``ng_traj/data/reference_matrix.json`` holds the table of
 ``fern/versions/latest/pages/reference/trajectory-capabilities.mdx`` at NeMo Gym ``07d6b0d07``
-(gym-reference.md §8.3; the page was last changed 2026-08-17), plus ng-traj's map from evidence
-sources to rows and the producers documented as running tools concurrently (§8.4, rule C6).
+(the page was last changed 2026-08-17), plus ng-traj's map from evidence
+sources to rows and the producers documented as running tools concurrently (rule C6).
 """
 
 from __future__ import annotations

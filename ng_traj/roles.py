@@ -2,7 +2,7 @@
 
 NeMo Gym records no role on a model call: policy, tool-model, judge and user-simulator calls land
 in one capture file and differ only by ``model_ref.name``, the model-server instance name from the
-Gym config (gym-reference.md §7.8). The user names the roles with ``--role NAME=ROLE``; a call's
+Gym config. The user names the roles with ``--role NAME=ROLE``; a call's
 role is then a pure function of its ``model_ref.name`` and that map, so every consumer (the build
 summary, the judge merge, a Parquet ``role`` column) resolves it the same way. ``ng_trajectory``
 itself carries no role.
@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 JUDGE = "judge"
-"""The role whose calls may be merged with the judge records of rollout rows (PRODUCT.md §10.21)."""
+"""The role whose calls may be merged with the judge records of rollout rows."""
 
 UNMAPPED = "unmapped"
 """Summary label of calls whose server no ``--role`` names (or that have no ``model_ref``)."""

@@ -21,8 +21,7 @@ SHARED = ROOT.parent / "shared"
 def shared_dir(*parts: str) -> Path:
     """Return a folder under ``../shared/``; skip the test when it is absent.
 
-    With ``NG_TRAJ_REQUIRE_SHARED=1`` (set by ``.ci/run``) a missing folder fails the test instead
-    (PRODUCT.md §10.22).
+    With ``NG_TRAJ_REQUIRE_SHARED=1`` (set by ``.ci/run``) a missing folder fails the test instead.
     """
     path = SHARED.joinpath(*parts)
     if not path.exists():

@@ -1,4 +1,4 @@
-"""Attribution of native sessions to rollouts (PRODUCT.md §3): the ways, their order, conflicts."""
+"""Attribution of native sessions to rollouts: the ways, their order, conflicts."""
 
 from __future__ import annotations
 

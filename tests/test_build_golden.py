@@ -1,4 +1,4 @@
-"""Golden builds of the retained-run fixtures, with expectations derived by hand (PRODUCT.md §10.23).
+"""Golden builds of the retained-run fixtures, with expectations derived by hand.
 
 Each fixture folder under ``fixtures/build/`` holds the inputs and ``expected.jsonl``. The per-rollout
 facts below were written from the reference rules before the output was generated; the byte-level

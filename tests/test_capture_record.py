@@ -1,4 +1,4 @@
-"""Capture line -> ModelCallRecord, checked against gym-reference.md §2 and checklist §10.1."""
+"""Capture line -> ModelCallRecord, checked against NeMo Gym's derivation rules."""
 
 from __future__ import annotations
 

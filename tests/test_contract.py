@@ -1,4 +1,4 @@
-"""The contract models against NeMo Gym's rules (gym-reference.md §3 and checklist §10.2)."""
+"""The contract models against NeMo Gym's rules."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Damaged and live Hermes databases: a writer holding a transaction, truncated files, foreign SQLite.
 
-PRODUCT.md §10.13: the database is read through a private copy, so the original and its folder are
+The database is read through a private copy, so the original and its folder are
 never touched and a live writer is never blocked; what cannot be read is reported, the rest is built.
 """
 
@@ -113,7 +113,7 @@ def test_named_database_without_hermes_tables_yields_nothing(tmp_path: Path) -> 
     with sqlite3.connect(db) as connection:
         connection.execute("CREATE TABLE session (id TEXT)")
     result = _build(db, out=tmp_path / "out.jsonl")
-    assert result.exit_code == 1  # the named input yielded nothing usable (PRODUCT.md §10.15)
+    assert result.exit_code == 1  # the named input yielded nothing usable
     assert "not a Hermes state.db: no table sessions" in result.stderr
 
 

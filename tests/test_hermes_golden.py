@@ -1,9 +1,9 @@
-"""Golden builds of the Hermes fixtures, with expectations derived by hand (PRODUCT.md §10.23).
+"""Golden builds of the Hermes fixtures, with expectations derived by hand.
 
 Each ``fixtures/hermes/<scenario>/input/`` holds Hermes files as Hermes writes them; a ``*.db.json``
 is a state.db export (DDL and rows, the shape of the real sample export) that :func:`materialise`
 turns into a real SQLite database in a temporary folder. The facts below were written from the
-rules (gym-reference §7.5, producer-formats §4, the reader docstrings) before the output was
+rules (the Hermes format and the reader docstrings) before the output was
 generated; ``expected.jsonl`` then pins every byte. ``NG_TRAJ_UPDATE_GOLDEN=1`` rewrites it.
 """
 
@@ -181,7 +181,7 @@ def test_db_v6_subagents_compression_and_branches(tmp_path: Path) -> None:
 
 
 def test_db_v6_compaction_observation_is_kept_with_attach(tmp_path: Path) -> None:
-    # Only the compression chain, in a folder named by the rollout id (decision 18: --attach keeps it).
+    # Only the compression chain, in a folder named by the rollout id (--attach keeps it).
     export = json.loads((HERMES / "db_v6_lineage" / "input" / "state.db.json").read_text())
     chain = {"20260325_100000_compa1", "20260325_101000_compb2"}
     export["sessions"] = [row for row in export["sessions"] if row["id"] in chain]

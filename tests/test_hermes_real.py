@@ -1,7 +1,7 @@
 """Every real Hermes sample in ``../shared/producer-samples/hermes/`` builds into valid trajectories.
 
 The samples were renamed for storage (SOURCES.md); they are copied into Hermes' own layout in a
-temporary ``HERMES_HOME`` (decision 22) and the state.db export is turned into a real SQLite
+temporary ``HERMES_HOME`` and the state.db export is turned into a real SQLite
 database there. The counts per file are pinned as literals worked out by hand from the files, and
 re-derived by :func:`_expected_items`, a small independent count over the raw JSON that does not use
 ng-traj: one item per system/user/tool message, and per assistant message one output message, one

@@ -1,5 +1,5 @@
 """The Hermes rules one at a time: tool heuristics, reasoning spellings, status, compaction markers,
-ShareGPT parsing and sniffing (gym-reference §7.5, producer-formats §4)."""
+ShareGPT parsing and sniffing."""
 
 from __future__ import annotations
 

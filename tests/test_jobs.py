@@ -1,4 +1,4 @@
-"""``--jobs N``: worker processes give the same bytes, diagnostics and summary as one process (PRODUCT.md §8)."""
+"""``--jobs N``: worker processes give the same bytes, diagnostics and summary as one process."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The reference join (gym-reference.md §4, checklist §10.2)."""
+"""The reference join."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ observations (so every trajectory has the fallback invocation ``rollout_record``
 * ``attachments`` (no stores): 0-0 a v0.5.0-era row whose ``ng_model_call_capture`` holds the judge call
   without payloads or ``response_status``; 0-1 a collector row whose ``ng_trajectory`` already holds it.
 
-The facts below were derived from the rules (``assemble/judge.py``, PRODUCT.md §10.21) and the
+The facts below were derived from the rules (``assemble/judge.py``) and the
 fixture values before the output was generated; the golden then pins the bytes.
 """
 

@@ -335,7 +335,7 @@ def test_the_documented_matrix_is_the_one_of_gym_reference_8_3():
     reference = load_reference()
     assert len(reference.rows) == 34 and reference.about["last_changed"] == "2026-08-17"
     assert reference.about["commit"].startswith("07d6b0d07")
-    # spot checks against gym-reference.md §8.3, typed from the document
+    # spot checks against NeMo Gym's capability page, typed from it
     spot = {
         "openclaw_agent": "VVXOVVV",
         "labbench2_vlm_agent": "VVOOOXV",

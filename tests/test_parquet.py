@@ -1,4 +1,4 @@
-"""The Parquet dataset: lossless round trips, table contents, DuckDB questions, atomicity (PRODUCT.md §5, §8).
+"""The Parquet dataset: lossless round trips, table contents, DuckDB questions, atomicity.
 
 Expected values are derived by hand from the golden facts of ``test_build_golden.py`` (the retained
 run's rollouts, their calls and gaps) and from the fixture inputs, as each test says.

@@ -131,7 +131,7 @@ def test_duplicate_header_missing_parent_and_corrupt_line(tmp_path):
 
 
 def _content(record: dict) -> tuple:
-    """A trajectory without the ids pi mints during migration (compared on content, PRODUCT.md §10.11)."""
+    """A trajectory without the ids pi mints during migration (compared on content)."""
     invocation = record["invocations"][0]
     items = [
         {k: v for k, v in item.items() if k != "id" or item["type"] != "message"} for item in invocation["conversation"]

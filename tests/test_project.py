@@ -1,4 +1,4 @@
-"""The projection (gym-reference.md §5.3, checklist §10.4) and the fallback invocation (PRODUCT.md §10.4)."""
+"""The projection and the fallback invocation."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Rollout identity (gym-reference.md §1.2, §5.2) and the capture store reader (§2.2, §2.10)."""
+"""Rollout identity and the capture store reader."""
 
 from __future__ import annotations
 

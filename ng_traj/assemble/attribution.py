@@ -1,4 +1,4 @@
-"""Attributing native session units to rollouts (PRODUCT.md §3, §10.2).
+"""Attributing native session units to rollouts.
 
 In order, the first way that names any rollout decides: the manifest (a row with ``session_id``
 names only that session); a folder above the session named exactly by a rollout id; exact-id
@@ -7,7 +7,7 @@ id sets of its calls, match captured calls of exactly one rollout); a recorded P
 two or more rollouts is a conflict: the unit is used for none and becomes its own trajectory with
 ``rollout_attribution_ambiguous``. A unit nothing names is *unattributed*: its own trajectory,
 keyed by its root session id with task ``unknown`` and the gap ``rollout_record_unavailable``.
-A rollout id that exists in several runs needs the manifest to name the run (decision 2).
+A rollout id that exists in several runs needs the manifest to name the run.
 """
 
 from __future__ import annotations
@@ -95,7 +95,7 @@ class CaptureIds:
     """Model-call identifiers of every captured call of the build, to the capture rollout ids holding them.
 
     Read from every capture file on first use only (exact-id attribution is the third way), keyed by
-    ``response_id`` and by the call's exact set of tool-call ids (decision 5's fallback key).
+    ``response_id`` and by the call's exact set of tool-call ids (the fallback join key when a message has no response id).
     """
 
     def __init__(self, capture: Mapping[tuple[str, str | None], Mapping[str, CaptureFiles]]) -> None:

@@ -50,7 +50,7 @@ class BuildOptions:
     """What the user asked for.
 
     Attributes:
-        capture_enabled: Capture stores were given (recompute capture and join; PRODUCT.md §10.7).
+        capture_enabled: Capture stores were given (recompute capture and join).
         payloads: Keep request/response payloads (``--no-payloads`` clears it).
         attach: Write rollout rows with the trajectory attached (``--attach``).
         redactor: Mask secrets in the output copy (``--redact``).
@@ -291,7 +291,7 @@ def _bundles(
 def attach_bundle(bundles: list[AgentObservationBundle]) -> AgentObservationBundle | None:
     """The one ``ng_agent_observations`` ``--attach`` writes: the first bundle's producer, with the
     records and gaps of every bundle of that producer (several sessions of one rollout), so that no
-    compaction is lost (PRODUCT.md §10.18)."""
+    compaction is lost."""
     if not bundles:
         return None
     source = bundles[0].source
@@ -450,7 +450,7 @@ def capture_attachment(rollout_id: str, capture: CaptureState) -> dict[str, Any]
 
 
 def aggregate(capture: CaptureState) -> dict[str, Any]:
-    """Aggregate metrics of the captured calls (gym-reference §2.9): sums of known values, and the count."""
+    """Aggregate metrics of the captured calls: sums of known values, and the count."""
 
     def total(name: str) -> Any:
         values = [getattr(record, name) for record in capture.records if getattr(record, name) is not None]
@@ -461,7 +461,7 @@ def aggregate(capture: CaptureState) -> dict[str, Any]:
 
 
 def strip_capture_payloads(attachment: dict[str, Any]) -> dict[str, Any]:
-    """A copy of a capture attachment without call payloads (gym-reference §5.4)."""
+    """A copy of a capture attachment without call payloads."""
     calls = attachment.get("calls")
     if not isinstance(calls, list):
         return attachment

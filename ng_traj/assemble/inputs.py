@@ -1,4 +1,4 @@
-"""Discovering and classifying the build's inputs (PRODUCT.md §2).
+"""Discovering and classifying the build's inputs.
 
 Every named path (file or directory) is walked in sorted order and each file is claimed by exactly
 one reader (``sources/detect.py``) or forced with ``--as``. Unclaimed, ambiguous and recognised-but-
@@ -57,7 +57,7 @@ class Inputs:
         by_kind: Files per kind (``rollouts``, ``capture``, ``unsupported``, ``unclaimed``, ``ambiguous``).
         named: Every named input, for the "yielded nothing" check.
         unsupported: ``(path, description)`` of recognised inputs not read.
-        capture_enabled: The build was given any capture store (PRODUCT.md §10.7).
+        capture_enabled: The build was given any capture store.
         overlaps: Named inputs some of whose files were found first under other named inputs (those).
     """
 
@@ -74,7 +74,7 @@ class Inputs:
 
     def planned(self) -> None:
         """Drop the per-file indexes once the plan has consumed them: they grow with the corpus, and
-        the slots hold what the build needs (PRODUCT.md §7: memory per rollout is one index entry)."""
+        the slots hold what the build needs (memory per rollout is one index entry)."""
         for index in (self.rollout_files, self.capture, self.capture_named, self.native, self.native_named):
             index.clear()
 

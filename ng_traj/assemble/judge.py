@@ -1,6 +1,6 @@
 """Judge calls of a rollout row, merged with the calls already known for the rollout.
 
-Decision 21 (PRODUCT.md §10.21), by exact identifiers only. A judge call read from the row
+Decision 21, by exact identifiers only. A judge call read from the row
 (``sources/judge/records.py``) names a known call when it has the same ``model_call_id`` (when the judge
 entry records one), else the same response id on a server that can be a judge
 (``roles.may_be_judge``: with ``--role NAME=judge`` given, exactly those servers, which makes the
@@ -23,7 +23,7 @@ invocation null); nothing is added then, since the call is among the known ones.
 
 Judge calls from rows never enter the observation join, so no invocation owns them; captured judge
 calls go through the reference join like every captured call and, as there, end with a ``capture:``
-ownership gap when a bundle is joined (gym-reference §7.8).
+ownership gap when a bundle is joined.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Native sessions inside one rollout: refs by exact id, transcript usage, and the bundle to project.
 
-Decision 5 (PRODUCT.md §10.5): a native assistant message is matched to a captured call of its
+Decision 5: a native assistant message is matched to a captured call of its
 rollout by its provider response id or, when it has none, by its non-empty set of tool-call ids when
 exactly one captured call has the same set; the ref then carries that call's ``model_call_id``,
 ``model_ref`` and ``response_id``. With no unique captured call no ref is emitted and the gap
@@ -12,7 +12,7 @@ A native call no captured call matches keeps the transcript's own usage as a mod
 unless a captured call of the rollout names the call's invocation as its ``client_session_id``: the
 session's calls were captured (the join's pre-step gives them to the invocation), so its usage would
 be counted twice (OpenCode steps without tool calls have no other key). Without any capture store
-in the build (decision 7) no refs are made: every native call keeps its transcript usage, and
+in the build no refs are made: every native call keeps its transcript usage, and
 invocations that made calls get ``model_call_ownership_unavailable``.
 """
 

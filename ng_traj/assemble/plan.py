@@ -1,8 +1,8 @@
 """Planning a build: one slot per trajectory to write, in output order, before anything is assembled.
 
 Pass one over the rollouts files keeps only an index entry per row (identity and byte location), so
-memory grows by a few hundred bytes per rollout, never with payload size (PRODUCT.md §7). Capture
-artifacts are attributed by exact rollout id (PRODUCT.md §3, §10.2): to the rows of the single run
+memory grows by a few hundred bytes per rollout, never with payload size. Capture
+artifacts are attributed by exact rollout id: to the rows of the single run
 that has the id, to the run the manifest names, or, when several runs have it, to none (ambiguous);
 artifacts with no row become trajectories of their own. Slots are ordered by rollout id with task,
 rollout and attempt numbers compared as numbers, then run file name, then line.

@@ -1,6 +1,6 @@
 """The ``ng_trajectory`` projection, with the reference precedence and merge rules.
 
-Source: ``_build_trajectory_record`` in ``nemo_gym/rollout_collection.py`` of nemo-gym 0.7.0. Precedence (PRODUCT.md §4.3): producer ``ng_trajectory`` > the row's
+Source: ``_build_trajectory_record`` in ``nemo_gym/rollout_collection.py`` of nemo-gym 0.7.0. Precedence: producer ``ng_trajectory`` > the row's
 ``ng_agent_observations`` > bundles built from native files > capture.
 
 * Step A, producer trajectory: validated (else ``producer_trajectory_invalid``); a task or rollout id
@@ -20,8 +20,7 @@ Source: ``_build_trajectory_record`` in ``nemo_gym/rollout_collection.py`` of ne
   producer trajectory (a producer that validly reports no turns has said so); ``conversation_unavailable``.
 * Step F, gaps de-duplicated by ``(code, invocation_id, detail)``; the record validated.
 
-ng-traj additions (marked by their own gaps, documented in the README): the fallback root invocation
-(PRODUCT.md §10.4) placed before Step E, and collector-level gaps of the build placed before the
+ng-traj additions (marked by their own gaps, documented in ``docs/deviations.md``): the fallback root invocation placed before Step E, and collector-level gaps of the build placed before the
 availability gaps.
 """
 
@@ -67,7 +66,7 @@ FALLBACK_INVOCATION_ID = "rollout_record"
 
 @dataclass
 class Fallback:
-    """The fallback root invocation of a rollout with no conversation evidence (PRODUCT.md §10.4)."""
+    """The fallback root invocation of a rollout with no conversation evidence."""
 
     invocation: AgentInvocation
     gap: ObservationGap
@@ -287,6 +286,6 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
 
 
 def failed_projection(task_id: str, rollout_id: str, exc: Exception) -> TrajectoryRecord:
-    """The minimal trajectory written when the projection fails (gym-reference §5.4)."""
+    """The minimal trajectory written when the projection fails."""
     gap = ObservationGap(code="trajectory_projection_failed", detail=type(exc).__name__)
     return TrajectoryRecord(task_id=task_id, rollout_id=rollout_id, gaps=[gap])

@@ -1,10 +1,10 @@
 """Assembling one rollout: its row, its capture evidence and its bundles into one trajectory.
 
-This mirrors what the NeMo Gym collector does per finished rollout (gym-reference.md §2.10, §5):
+This mirrors what the NeMo Gym collector does per finished rollout:
 the capture attachment is recomputed from the raw capture lines when capture stores are given (else
 the row's own ``ng_model_call_capture`` is used as recorded), the row's observation bundle is joined
-to the captured calls, and the result is projected (``assemble/project.py``). Decisions of
-PRODUCT.md §10 (7: join without capture, 4: fallback invocation, 3: rows without identity) are
+to the captured calls, and the result is projected (``assemble/project.py``).
+ng-traj's rules for a join without capture, the fallback invocation and rows without identity are
 applied here.
 """
 
@@ -56,7 +56,7 @@ def record_mapping(record: ModelCallRecord) -> dict[str, Any]:
 
 
 def capture_from_evidence(evidence: CaptureEvidence | None, error: bool = False) -> CaptureState:
-    """The capture attachment built from this build's stores (gym-reference §2.10 step 2).
+    """The capture attachment built from this build's stores (as the collector attaches it).
 
     Args:
         evidence: Calls, invalid count and marker state, or ``None`` when no store has the rollout.
@@ -121,7 +121,7 @@ def _call_problem(call: Any) -> str | None:
 
 
 def has_redaction_gap(row: Mapping[str, Any]) -> bool:
-    """True when the row's trajectory or bundle carries ``multimodal_history_redacted`` (gym-reference §2.10)."""
+    """True when the row's trajectory or bundle carries ``multimodal_history_redacted``."""
     for key in ("ng_trajectory", "ng_agent_observations"):
         container = row.get(key)
         gaps = container.get("gaps") if isinstance(container, dict) else None
@@ -147,7 +147,7 @@ _STATUS = {"completed": "completed", "incomplete": "incomplete", "failed": "fail
 
 
 def fallback_invocation(row: Mapping[str, Any]) -> Fallback | None:
-    """The root invocation rebuilt from the row's request input and response output (PRODUCT.md §10.4).
+    """The root invocation rebuilt from the row's request input and response output.
 
     ``None`` when the row has neither. Items that are not valid conversation items are dropped and
     counted in the gap detail (``dropped_items=<n>``).
@@ -176,7 +176,7 @@ def fallback_invocation(row: Mapping[str, Any]) -> Fallback | None:
 
 
 def build_trajectory(inputs: ProjectionInputs) -> tuple[TrajectoryRecord, Exception | None]:
-    """Project, falling back to the minimal failed-projection record (gym-reference §5.4)."""
+    """Project, falling back to the minimal failed-projection record."""
     try:
         return project(inputs), None
     except (ValidationError, ValueError) as exc:

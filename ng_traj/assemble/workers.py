@@ -4,7 +4,7 @@ Slots are independent (each is assembled from its own artifacts, ``assemble/buil
 take consecutive chunks of the planned slots and return, per slot, the payload to write, the facts
 the summary counts and the diagnostics raised. The parent writes the payloads and replays the
 diagnostics strictly in slot order, so output bytes, diagnostics and summary are the same as with
-one process (PRODUCT.md §8). At most :data:`WINDOW` chunks per worker are in flight, which bounds
+one process. At most :data:`WINDOW` chunks per worker are in flight, which bounds
 memory by a few chunks of rollouts whatever the corpus size.
 
 Workers are forked where the platform can (they start at once with the build modules loaded and

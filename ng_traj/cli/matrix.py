@@ -62,7 +62,7 @@ def command(
 ) -> None:
     """Compute the C1–C7 capability matrix from records: V / O / X with the counts behind each cell.
 
-    Each record is evaluated with the rules in the README ("Matrix rules"); a group's cell is V when
+    Each record is evaluated with the rules in docs/matrix.md; a group's cell is V when
     every record is V, X when every record is X, else O, shown as `O 37/50` (records that are V /
     records the criterion applies to), with the main reason (a gap code or a missing field) of every
     cell that is not V. The matrix goes to standard output (--format), diagnostics and a summary

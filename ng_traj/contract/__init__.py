@@ -1,4 +1,4 @@
-"""The contracts ng-traj reads and writes, mirroring NeMo Gym field for field (gym-reference.md §2.6, §3)."""
+"""The contracts ng-traj reads and writes, mirroring NeMo Gym field for field."""
 
 from ng_traj.contract.base import ModelServerRef
 from ng_traj.contract.capture import ModelCallRecord

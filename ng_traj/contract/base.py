@@ -1,7 +1,7 @@
 """Shared base classes and helpers of the contract models.
 
 Every contract model forbids unknown fields and validates assignment, exactly as NeMo Gym's
-``ObservationModel`` does (gym-reference.md §3). Field documentation is written as attribute
+``ObservationModel`` does. Field documentation is written as attribute
 docstrings so that it reaches the generated JSON Schemas in ``schemas/``.
 """
 
@@ -14,7 +14,7 @@ from pydantic_core import PydanticCustomError
 
 
 class ContractModel(BaseModel):
-    """Strict base: unknown fields rejected, assignments validated (gym-reference §3)."""
+    """Strict base: unknown fields rejected, assignments validated."""
 
     model_config = ConfigDict(extra="forbid", validate_assignment=True, use_attribute_docstrings=True)
 

@@ -84,7 +84,7 @@ class ModelCallRecord(BaseModel):
     cache_creation_tokens: int | None = None
     """Anthropic cache-write tokens."""
     error_category: str | None = None
-    """Capture error category (gym-reference §2.4)."""
+    """Capture error category."""
     latency_total_ms: float | None = None
     """Latency in milliseconds."""
     latency_ttft_ms: float | None = None

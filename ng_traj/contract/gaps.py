@@ -1,14 +1,14 @@
 """The gap-code catalogue: every code NeMo Gym 0.7.0 emits and the codes ng-traj adds.
 
 Upstream codes are reused wherever the meaning is the same. ng-traj's own codes
-are listed in ``NG_TRAJ_GAPS`` and documented in the README; ``ng-traj validate`` warns about any code
+are listed in ``NG_TRAJ_GAPS`` and documented in ``docs/gaps.md``; ``ng-traj validate`` warns about any code
 in neither table.
 """
 
 from __future__ import annotations
 
 UPSTREAM_GAPS: dict[str, str] = {
-    # §6.1 capture, collector, join
+    # capture, collector, join
     "model_call_capture_no_records": "no capture file or marker for the rollout, or the file had no records",
     "model_call_capture_records_unreadable": "n capture lines were not JSON objects or not valid records",
     "model_call_capture_incomplete": "the .capture.incomplete marker is present: a capture write was lost",
@@ -27,11 +27,11 @@ UPSTREAM_GAPS: dict[str, str] = {
     "turns_unavailable": "the trajectory has no turns",
     "conversation_unavailable": "no invocation has a non-empty conversation",
     "trajectory_projection_failed": "the projection raised; payloads retained",
-    # §6.2 simple agent, LabBench
+    # simple agent, LabBench
     "model_call_reference_unavailable": "a model response had no id for this turn",
     "resolution_unavailable": "the verify result had no boolean resolved",
     "multimodal_history_redacted": "images were stripped; payload copies omitted",
-    # §6.3 shared producer codes
+    # shared producer codes
     "observation_capture_failed": "observation building raised; the bundle holds only this gap",
     "observation_parse_failed": "the extractor raised",
     "no_sandbox_runtime": "the harness ran locally; no sandbox observation exists",
@@ -48,7 +48,7 @@ UPSTREAM_GAPS: dict[str, str] = {
     "compaction_after_model_call_unavailable": "no identifiable model call after compaction",
     "subagent_parent_unavailable": "sub-agent without resolvable parent",
     "subagent_spawn_tool_unavailable": "parent known but not the spawning tool call",
-    # §6.4 Claude Code
+    # Claude Code
     "transcript_dir_missing": "Claude Code config or projects directory missing",
     "transcript_dir_unreadable": "transcript directory unreadable",
     "transcript_unreadable": "a transcript file could not be read",
@@ -77,7 +77,7 @@ UPSTREAM_GAPS: dict[str, str] = {
     "tool_timing_invalid": "tool completion precedes its start",
     "subagent_transcript_missing": "referenced sub-agent has no transcript",
     "compaction_model_call_match_ambiguous": "several captured calls match a compaction",
-    # §6.5 OpenClaw, PinchBench
+    # OpenClaw, PinchBench
     "agent_session_store_unreadable": "a sessions.json store is unreadable or not an object",
     "agent_session_entry_unparseable": "a session store entry is not an object",
     "agent_session_identity_ambiguous": "a session key appears in two stores",
@@ -89,19 +89,19 @@ UPSTREAM_GAPS: dict[str, str] = {
     "tool_call_identity_ambiguous": "a tool call id appears more than once",
     "agent_artifact_record_unparseable": "an artifact line is not a JSON object",
     "tool_result_unowned": "a tool result names no unique model-visible call",
-    # §6.6 Hermes
+    # Hermes
     "hermes_hook_unavailable": "a Hermes runtime hook is missing",
     "hermes_observer_error": "the Hermes observer raised",
     "model_response_id_unavailable": "a model call returned no response id",
     "subagent_spawn_unattributed": "a child agent not spawned by delegate_task",
     "duplicate_tool_call": "a tool call started twice",
     "reasoning_details_unavailable": "provider reasoning_details not converted",
-    # §6.7 Pi
+    # Pi
     "compaction_start_unavailable": "compaction end without start",
     "compaction_result_unavailable": "compaction without result",
     "compaction_tokens_before_unavailable": "no pre-compaction token count",
     "compaction_boundary_unavailable": "compaction without first kept entry",
-    # §6.8 OpenCode
+    # OpenCode
     "agent_artifact_unavailable": "the OpenCode database is missing or unreadable",
     "agent_artifact_record_unowned": "a message or part belongs to no session",
     "tool_call_identity_unavailable": "a tool part has no call id",

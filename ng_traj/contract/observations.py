@@ -1,6 +1,6 @@
 """The agent observation contract: invocations, tool and compaction observations, gaps, bundles.
 
-Source: ``nemo_gym/rollout_observability.py`` at Gym commit ``07d6b0d07`` (gym-reference.md §3.1–§3.8).
+Source: ``nemo_gym/rollout_observability.py`` at Gym commit ``07d6b0d07``.
 Field names, types, defaults, order and validators mirror upstream; times are UTC Unix **seconds**
 (float) and durations **milliseconds** (float) throughout.
 """
@@ -38,7 +38,7 @@ ToolStatus = Literal["completed", "failed", "timeout", "cancelled", "incomplete"
 
 
 class AgentInvocation(ContractModel):
-    """One root agent or sub-agent conversation observed by a harness (gym-reference §3.2)."""
+    """One root agent or sub-agent conversation observed by a harness."""
 
     kind: Literal["agent_invocation"] = "agent_invocation"
     """Record discriminator."""
@@ -61,7 +61,7 @@ class AgentInvocation(ContractModel):
 
 
 class ToolCallObservation(ContractModel):
-    """Timing and outcome of one tool call at an agent-owned boundary (gym-reference §3.3)."""
+    """Timing and outcome of one tool call at an agent-owned boundary."""
 
     kind: Literal["tool_call"] = "tool_call"
     """Record discriminator."""
@@ -94,7 +94,7 @@ class ToolCallObservation(ContractModel):
 
 
 class SandboxObservation(ContractModel):
-    """Outcome and lifetime resource usage of a sandbox (gym-reference §3.6; no producer emits it)."""
+    """Outcome and lifetime resource usage of a sandbox (in nemo-gym 0.7.0, from the sandboxed OpenCode, vibench and pi agents)."""
 
     kind: Literal["sandbox"] = "sandbox"
     """Record discriminator."""
@@ -121,7 +121,7 @@ class SandboxObservation(ContractModel):
 
 
 class ContextCompactionObservation(ContractModel):
-    """An explicit context compaction reported by the harness (gym-reference §3.5)."""
+    """An explicit context compaction reported by the harness."""
 
     kind: Literal["context_compaction"] = "context_compaction"
     """Record discriminator."""
@@ -150,10 +150,10 @@ class ContextCompactionObservation(ContractModel):
 
 
 class ObservationGap(ContractModel):
-    """A fact the producer or ng-traj could not observe or join exactly (gym-reference §3.7, §6)."""
+    """A fact the producer or ng-traj could not observe or join exactly."""
 
     code: str
-    """Gap code; upstream codes in gym-reference §6, ng-traj codes in the README."""
+    """Gap code: NeMo Gym's own codes and ng-traj's (``contract/gaps.py``)."""
     invocation_id: str | None = None
     """Invocation the gap concerns, when it concerns one."""
     detail: str | None = None
@@ -168,7 +168,7 @@ AgentObservationRecord = Annotated[
 
 def dedupe_gaps(gaps: Sequence[ObservationGap]) -> list[ObservationGap]:
     """Gaps de-duplicated by ``(code, invocation_id, detail)``, first occurrence kept, order preserved
-    (gym-reference §4 step 7, §5.3 step F)."""
+    (as the reference join and projection do)."""
     seen: set[tuple[str, str | None, str | None]] = set()
     result = []
     for gap in gaps:
@@ -192,7 +192,7 @@ def duplicate_invocation(invocations: Sequence[AgentInvocation]) -> int | None:
 def parent_cycle(invocations: Sequence[AgentInvocation]) -> int | None:
     """Return the position of an invocation on a parent cycle, else ``None``.
 
-    Parents absent from ``invocations`` end a chain (partial trees are valid, gym-reference §3.8).
+    Parents absent from ``invocations`` end a chain (partial trees are valid).
     """
     parents = {inv.invocation_id: inv.parent_invocation_id for inv in invocations}
     acyclic: set[str] = set()

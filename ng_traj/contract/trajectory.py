@@ -1,7 +1,7 @@
 """The ``ng_trajectory`` record, schema version 1.0.
 
 Source: ``TrajectoryRecord`` and its parts in ``nemo_gym/rollout_observability.py`` at Gym commit
-``07d6b0d07`` (gym-reference.md §3.10). Times are UTC Unix **seconds**, durations **milliseconds**.
+``07d6b0d07``. Times are UTC Unix **seconds**, durations **milliseconds**.
 Token counts follow the inclusive convention: ``prompt_tokens`` includes cached tokens and
 ``completion_tokens`` includes reasoning tokens; ``null`` means not reported, ``0`` reported zero.
 """
@@ -67,7 +67,7 @@ class TrajectoryResponseMetadata(ContractModel):
     local_response_reason: str | None = None
     """Why the server answered locally, e.g. ``context_length_exceeded`` (nemo-gym 0.7.0 and later)."""
     error_category: str | None = None
-    """Capture error category (gym-reference §2.4), null on clean success."""
+    """Capture error category, null on clean success."""
     latency_ttft_ms: float | None = Field(default=None, ge=0)
     """Milliseconds to the first response byte."""
 
@@ -133,9 +133,9 @@ class TrajectoryRecord(ContractModel):
     schema_version: Literal["1.0"] = SCHEMA_VERSION
     """Always ``1.0``."""
     task_id: str
-    """Task identity (gym-reference §5.2)."""
+    """Task identity."""
     rollout_id: str
-    """Rollout identity (gym-reference §1.2)."""
+    """Rollout identity."""
     invocations: list[AgentInvocation] = Field(default_factory=list)
     """Agent invocations (root and sub-agents)."""
     turns: list[TrajectoryTurn] = Field(default_factory=list)

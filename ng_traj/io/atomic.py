@@ -1,4 +1,4 @@
-"""Atomic outputs: a file or directory appears complete or not at all (PRODUCT.md §8).
+"""Atomic outputs: a file or directory appears complete or not at all.
 
 Data is written to a hidden temporary sibling of the target and renamed over it only when the
 writer finished without an exception; a killed or failed run leaves the previous output (or none)

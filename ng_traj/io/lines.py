@@ -6,7 +6,7 @@ it), and decoded one line at a time, so memory is bounded by the longest line, n
 line carries its 1-based number and the byte offset of its first byte (in a compressed file, of its
 decompressed text). Blank lines are skipped silently, as NeMo Gym's capture reader does.
 
-Decoding (PRODUCT.md §10.14): ``orjson`` first; a line it rejects is retried with the standard
+Decoding: ``orjson`` first; a line it rejects is retried with the standard
 library parser, and kept only when the sole problem was a lone UTF-16 surrogate escape, which becomes
 U+FFFD with a ``lone_surrogate`` warning. Everything else is one error diagnostic and the line is
 skipped: ``nul_byte``, ``invalid_utf8``, ``truncated_line`` (an unterminated, unparseable last line),

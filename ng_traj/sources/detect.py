@@ -1,8 +1,8 @@
 """Classifying inputs: which reader claims a file, by a cheap sniff of its name and first record.
 
 Sniffers never raise. Exactly one claim wins; none means the input is unclaimed, two or more that it
-is ambiguous, and both are reported, never guessed (PRODUCT.md §2). Formats that ng-traj recognises
-but does not read yet get a named claim so the user learns what the file is (PRODUCT.md §10.17).
+is ambiguous, and both are reported, never guessed. Formats that ng-traj recognises
+but does not read yet get a named claim so the user learns what the file is.
 Directories are walked in sorted order; a capture store is simply a folder of capture files.
 """
 

@@ -1,9 +1,9 @@
 """The attribution manifest (``--manifest``): explicit links from rollouts to artifact paths.
 
-Format (PRODUCT.md §10.20): JSONL (one object per line) or CSV with a header, columns ``rollout_id``
+Format: JSONL (one object per line) or CSV with a header, columns ``rollout_id``
 and ``path`` (required), ``kind``, ``run`` (the rollouts file name) and ``session_id`` (optional).
 Relative paths are resolved against the manifest's folder. A manifest entry outranks every other
-way of attributing an artifact to a rollout (PRODUCT.md §3).
+way of attributing an artifact to a rollout.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The contract between native session readers (pi, OpenClaw, Hermes, ...) and the build.
 
 A reader turns a harness's own files into observations in two steps, so that a build never holds
-every session in memory (PRODUCT.md §7):
+every session in memory:
 
 * ``index(files, sink)`` groups the files it claimed into *units* (a session, or a session tree
   with its sub-agents) and records only what attribution needs: the unit's key, its files, the
@@ -11,7 +11,7 @@ every session in memory (PRODUCT.md §7):
   gaps) and the *native calls*: one per assistant message that was a real model call.
 
 Native calls carry no ``model_ref`` (session files do not know the Gym model server), so refs
-are made by the build from captured calls by exact id (PRODUCT.md §10.5); a native call that
+are made by the build from captured calls by exact id; a native call that
 matches none can still contribute its transcript usage as a model call, labelled with a gap.
 """
 
@@ -63,7 +63,7 @@ class NativeCall:
     Attributes:
         invocation_id: Invocation whose ``model_calls`` receives the ref.
         response_id: Provider response id (``responseId``), when the file has one.
-        tool_call_ids: Provider tool-call ids the message issued (decision 5's fallback key).
+        tool_call_ids: Provider tool-call ids the message issued (the fallback join key when a message has no response id).
         transcript_call: The call as the transcript reports it (token counts normalised to the
             inclusive convention by the reader, ``model_call_id`` null), used only when no
             captured call matches.

@@ -1,7 +1,7 @@
 """JSONL serialisation of output records.
 
 Records are serialised with every field, nulls included, in the contract's field order (as NeMo Gym
-dumps ``ng_trajectory`` with ``model_dump(mode="json")``; gym-reference.md §5.4), compact, UTF-8,
+dumps ``ng_trajectory`` with ``model_dump(mode="json")``), compact, UTF-8,
 one record per line. The same function serialises a record wherever it is written (plain output,
 ``--attach`` rows, conversions), so a record always has the same bytes.
 """

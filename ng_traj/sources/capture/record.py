@@ -1,8 +1,7 @@
 """Deriving a ``ModelCallRecord`` from one raw capture line, exactly as NeMo Gym does.
 
 Source: ``build_model_call_record``, ``extract_token_stats``, ``_cache_signal`` and
-``_tool_calls_and_reasoning`` in ``nemo_gym/base_responses_api_model.py`` at ``07d6b0d07``
-(gym-reference.md §2.6–§2.8). Every raw key is optional (captures since 2026-07-15, §9).
+``_tool_calls_and_reasoning`` in ``nemo_gym/base_responses_api_model.py`` at ``07d6b0d07``. Every raw key is optional (captures since 2026-07-15).
 
 Token conventions: ``tokens_in`` is inclusive of cached tokens. OpenAI usage (``input_tokens`` /
 ``prompt_tokens``) already is; Anthropic's ``input_tokens`` excludes cache reads and writes, so the
@@ -10,7 +9,7 @@ top-level ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` are fo
 the input count was reported or the cache total is positive). A count is accepted only when it is a
 non-negative ``int``; anything else is "not reported" (``None``), never 0.
 
-Offline extension (PRODUCT.md §10.9): when ``response`` is null and ``response_raw`` holds SSE text,
+Offline extension: when ``response`` is null and ``response_raw`` holds SSE text,
 the derived fields come from the reassembled stream while ``response`` itself stays null.
 """
 
@@ -227,7 +226,7 @@ def derived_response(exchange: Mapping[str, Any]) -> dict[str, Any]:
     """The response object the record's fields are derived from.
 
     The recorded ``response`` when it is an object; else the reassembled SSE stream of
-    ``response_raw`` (PRODUCT.md §10.9); else ``{}``.
+    ``response_raw``; else ``{}``.
     """
     response = exchange.get("response")
     if isinstance(response, dict):

@@ -1,10 +1,10 @@
 """Reassembly of streamed (SSE) model responses into one final response object.
 
 Source: NeMo Gym's capture middleware (``nemo_gym/base_responses_api_model.py`` at ``07d6b0d07``),
-described in gym-reference.md §2.5. Gym reassembles at capture time and stores the result as
+as NeMo Gym's capture code does it. Gym reassembles at capture time and stores the result as
 ``response``; ng-traj reassembles offline only when a line has ``response: null`` and the SSE text in
 ``response_raw`` (an exception mid-stream, or a capture whose reassembly failed), to derive the
-record's fields (PRODUCT.md §10.9). Truncated streams keep the partial reconstruction.
+record's fields. Truncated streams keep the partial reconstruction.
 
 Parsing follows the server-sent events section of the WHATWG HTML standard: lines end at CRLF, a
 lone CR or a lone LF and nowhere else (a U+2028, U+0085 or form feed inside a streamed delta is text,

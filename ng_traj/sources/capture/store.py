@@ -1,7 +1,7 @@
 """Model-call capture stores: ``<rollout_id>.capture.jsonl`` files and ``.capture.incomplete`` markers.
 
-Format: NeMo Gym's ``CaptureStore`` (``nemo_gym/base_responses_api_model.py`` at ``07d6b0d07``;
-gym-reference.md §2.2–§2.3, versions in §9). One directory per model-server run; one append-only
+Format: NeMo Gym's ``CaptureStore`` (``nemo_gym/base_responses_api_model.py``, unchanged from commit
+``07d6b0d07`` to nemo-gym 0.7.0). One directory per model-server run; one append-only
 JSONL file per rollout id, one raw exchange per line in completion order; an empty
 ``<rollout_id>.capture.incomplete`` marker means a write was lost. A capture file's rollout id is its
 file name.
@@ -12,7 +12,7 @@ that fail to build a ``ModelCallRecord``, are counted as unreadable. Unlike the 
 object with none of a capture line's keys (``{"foo": 1}``, a trajectory in a misnamed file), which
 the reference would turn into an all-null call. Several stores may hold the same
 rollout (policy and judge servers): their calls are unioned, ordered by (``completed_at``, store path,
-line), and de-duplicated by ``model_call_id`` (PRODUCT.md §10.8).
+line), and de-duplicated by ``model_call_id``.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ def _record(exchange: dict[str, Any], index: int) -> ModelCallRecord:
 def collect_capture(
     files: Iterable[CaptureFiles], sink: DiagnosticSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> CaptureEvidence:
-    """Union the capture evidence of one rollout id over several stores (PRODUCT.md §10.8).
+    """Union the capture evidence of one rollout id over several stores.
 
     Raises:
         OSError: A capture file could not be read (reported already; the rollout gets the

@@ -1,6 +1,6 @@
 """Reading a Hermes ``state.db`` (SQLite, WAL) through a private read-only copy.
 
-Hermes' canonical store (producer-formats §4.2): ``sessions`` (one row per session: ``source``,
+Hermes' canonical store: ``sessions`` (one row per session: ``source``,
 ``parent_session_id``, ``started_at``/``ended_at`` in Unix seconds, ``end_reason``, system prompt,
 token totals) and ``messages`` (one row per message dict, global ``id`` order, ``tool_calls`` and
 ``reasoning_details`` as JSON text, structured ``content`` as JSON text behind a ``\\x00json:`` or
@@ -32,7 +32,7 @@ import orjson
 from ng_traj.sources import sqlite_copy
 
 KNOWN_SCHEMA_VERSION = 23
-"""The newest ``schema_version`` documented in producer-formats §4.2."""
+"""The newest ``schema_version`` whose columns are known (Hermes' migrations up to 23)."""
 
 SESSION_COLUMNS = (
     "id",
@@ -90,7 +90,7 @@ class Catalogue:
 
     @property
     def version_known(self) -> bool:
-        """True when the recorded ``schema_version`` is one producer-formats §4.2 documents."""
+        """True when the recorded ``schema_version`` is one whose columns are known."""
         return self.version is not None and 1 <= self.version <= KNOWN_SCHEMA_VERSION
 
 

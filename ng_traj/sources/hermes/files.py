@@ -1,6 +1,6 @@
 """Hermes' JSON forms of a session: snapshots, gateway transcripts, the gateway session store.
 
-Formats (producer-formats §4.1, §4.3, §4.4):
+Formats:
 
 * **Session snapshot** ``sessions/session_<id>.json`` (older ``logs/session_<id>.json``), rewritten
   whole after each persistence point: since 2026-02-25 ``{session_id, model, base_url, platform,
@@ -190,7 +190,7 @@ def session_totals(entry: dict[str, Any], *, exclusive: bool) -> dict[str, int]:
     """A session's token totals in ng-traj terms (prompt inclusive of cache), keys only where reported.
 
     Hermes' ``input_tokens`` excludes cache reads and writes since ``CanonicalUsage`` (schema v5,
-    2026-03-17; producer-formats §1.1, §4.7): ``prompt = input + cache_read + cache_write``. Before
+    2026-03-17): ``prompt = input + cache_read + cache_write``. Before
     that (``exclusive`` False) the provider's raw prompt count was stored, which may or may not
     include the cache, so no prompt total is given.
     """

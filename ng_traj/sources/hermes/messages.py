@@ -1,12 +1,11 @@
 """Hermes message dicts into NeMo Gym observations: conversation items, tool outcomes, model calls.
 
-Hermes keeps every conversation as OpenAI chat-completions message dicts, whatever the file
-(producer-formats §4.3): ``{role, content, tool_calls?, tool_call_id?, reasoning?, reasoning_content?,
+Hermes keeps every conversation as OpenAI chat-completions message dicts, whatever the file: ``{role, content, tool_calls?, tool_call_id?, reasoning?, reasoning_content?,
 reasoning_details?, codex_reasoning_items?, finish_reason?, timestamp?}``, ``tool_calls`` entries
 ``{id, call_id?, type: "function", function: {name, arguments: JSON text}}``. The readers of each
 form (state.db rows, session snapshots, gateway JSONL, ShareGPT lines) turn their records into such
 dicts; this module converts one session's list the way NeMo Gym's ``normalize_hermes_messages``
-converts the live agent's result (gym-reference §7.5):
+converts the live agent's result:
 
 * ``system``/``user``/``developer``: an easy message (list content joined as text; image parts are
   kept as ``input_image`` parts instead of being dropped);
@@ -138,7 +137,7 @@ def _arguments(function: dict[str, Any]) -> str:
 
 
 def failed_result(tool_name: str | None, result: Any) -> bool:
-    """The reference failure heuristic on a tool result text (gym-reference §7.5)."""
+    """The reference failure heuristic on a tool result text."""
     if not isinstance(result, str):
         return False
     value = result.lstrip()

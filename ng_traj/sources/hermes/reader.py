@@ -1,7 +1,7 @@
 """The Hermes Agent reader (NousResearch/hermes-agent): every form a Hermes home keeps of a session.
 
-NeMo Gym reads no Hermes file (it observes Hermes in-process, gym-reference §7.5); this reader
-rebuilds the same observations from what Hermes itself writes (producer-formats §4):
+NeMo Gym reads no Hermes file (it observes Hermes in-process); this reader
+rebuilds the same observations from what Hermes itself writes:
 
 * ``state.db`` (+ ``-wal``/``-shm``), every schema version (``db``);
 * ``session_<id>.json`` snapshots of both eras and gateway ``<id>.jsonl`` transcripts with the
@@ -13,8 +13,7 @@ and compression continuations), each with every form the inputs hold of it; a Sh
 unit of its own. Links that form a cycle are cut at the cycle's smallest session id, which heads the
 tree (reported as ``parent_cycle``; gap ``cyclic_subagent_parent``). Hermes keeps no provider
 response ids, so units attribute to rollouts through the manifest or a folder named by the rollout
-id (PRODUCT.md §3), and native calls join captured calls only through their tool-call id sets
-(decision 12). Request dumps (``request_dump_*.json``: one
+id, and native calls join captured calls only through their tool-call id sets. Request dumps (``request_dump_*.json``: one
 failed API request) are recognised and not read.
 """
 

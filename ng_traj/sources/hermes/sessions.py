@@ -6,7 +6,7 @@ form with the most messages (a snapshot before a gateway transcript on a tie). E
 messages that differs from the chosen one is reported (``hermes_session_forms_differ``); the
 session's metadata (lineage, times, system prompt) comes from ``state.db`` where it has the session.
 
-``parent_session_id`` means either a delegating parent or a predecessor (producer-formats §4.6):
+``parent_session_id`` means either a delegating parent or a predecessor:
 
 * ``source = 'subagent'``: a sub-agent; ``parent_invocation_id`` is the parent session, which
   records no spawning tool call (``subagent_spawn_tool_unavailable``; ``subagent_hierarchy_incomplete``

@@ -1,7 +1,7 @@
 """Hermes ShareGPT trajectories: ``trajectory_samples.jsonl``, ``failed_trajectories.jsonl`` and the
 ``conversations`` list of early session snapshots.
 
-Format (producer-formats §4.5; Hermes' ``_convert_to_trajectory_format``): one line per finished
+Format (Hermes' ``_convert_to_trajectory_format``): one line per finished
 conversation, ``{conversations: [{from: "system"|"human"|"gpt"|"tool", value}], timestamp (local ISO),
 model, completed}``. The system turn is a fixed function-calling prompt. A ``gpt`` value is
 ``<think>\\n{reasoning}\\n</think>\\n`` (empty when there was none), the assistant text, then one

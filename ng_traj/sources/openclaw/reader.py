@@ -1,6 +1,6 @@
 """OpenClaw: session stores, transcripts (pi v3 format), archives, sub-agent trees, PinchBench layout.
 
-Layouts (producer-formats.md §3.1; gym-reference.md §7.4.1): a state dir ``~/.openclaw`` holds
+Layouts: a state dir ``~/.openclaw`` holds
 ``agents/<agentId>/sessions/`` with ``sessions.json`` (the store), ``<sessionId>.jsonl`` transcripts
 and rotated archives ``<sessionId>.jsonl.reset.<ts>`` / ``.jsonl.deleted.<ts>``. PinchBench retains
 ``<task>_<run_id>/<task>.jsonl`` (the root transcript) with ``openclaw_sessions/agents/...`` beside it.
@@ -69,7 +69,7 @@ PI_ENTRY_TYPES = frozenset(
         "session_info",
     }
 )
-"""Entry types of pi-family session files (producer-formats.md §2)."""
+"""Entry types of pi-family session files."""
 
 
 MESSAGE_RECORDS = frozenset({"message", "message_start", "message_end"})

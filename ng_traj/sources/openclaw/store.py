@@ -1,6 +1,6 @@
 """OpenClaw session stores (``agents/<agentId>/sessions/sessions.json``) and sub-agent lineage.
 
-Format (producer-formats.md §3.3–§3.4; gym-reference.md §7.4.2, §7.4.4): one JSON object per agent,
+Format: one JSON object per agent,
 session key (``agent:main:main``, ``agent:main:subagent:<uuid>``) -> entry with ``sessionId``, optional
 ``sessionFile`` (an absolute path on the gateway host), ``spawnedBy`` / ``parentSessionKey`` (the
 parent's *key*), ``status``, times in ms. Lineage follows NeMo Gym's discovery: stores of one agents

@@ -1,7 +1,7 @@
 """The model-visible conversation of a pi-family session, as Responses input items.
 
-Per entry on the active path (producer-formats.md §2.4–§2.5; item shapes as Gym's OpenClaw
-conversation, gym-reference.md §7.4.6):
+Per entry on the active path (item shapes as Gym's OpenClaw
+conversation):
 
 * user / system / developer messages: an easy message; text blocks joined by ``\\n``; images kept as
   ``input_image`` parts (data URLs) next to ``input_text`` parts.

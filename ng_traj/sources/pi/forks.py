@@ -1,8 +1,7 @@
 """Forked pi-family sessions: a file whose header's ``parentSession`` names the file it was forked from.
 
 pi's ``/fork`` (and ``createBranchedSession``) writes a new file holding the parent's root-to-leaf
-path, with ``parentSession`` = the parent file's path on the producing host (producer-formats.md
-§2.9); OpenClaw thread forks carry the same header field. A fork is a child invocation of its
+path, with ``parentSession`` = the parent file's path on the producing host; OpenClaw thread forks carry the same header field. A fork is a child invocation of its
 parent; what it copies from its ancestors is recognised (``sources/pi/copies.py``) and not counted
 again.
 """

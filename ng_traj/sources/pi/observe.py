@@ -1,18 +1,18 @@
 """Observations of one pi-family session: invocation, native calls, tool and compaction records, gaps.
 
-Rules follow NeMo Gym's OpenClaw observations (gym-reference.md §7.4.5) on the session's active path:
+Rules follow NeMo Gym's OpenClaw observations on the session's active path:
 tool observations are paired with the model-visible function calls by exact call id (a repeated id
 gives ``tool_call_identity_ambiguous`` and no record; a result naming no unique visible call gives
 ``tool_result_unowned``; calls without a result get ``tool_timing_unavailable``); status from
-``isError`` / ``details.status`` with the reference table (PRODUCT.md §10.10); timing only where the
+``isError`` / ``details.status`` with the reference table; timing only where the
 file proves it: ``details.durationMs`` with the result's time gives start, completion and duration;
-otherwise the completion time alone and ``tool_timing_unavailable`` (PRODUCT.md §4: never a start
+otherwise the completion time alone and ``tool_timing_unavailable`` (never a start
 taken from neighbouring entries). Compaction entries become observations with the reference gaps.
 
 Model calls: every assistant message on any branch that reached a provider (not OpenClaw's
 ``gateway-injected`` messages, not empty ``error``/``aborted`` turns) is a native call keyed by its
 ``responseId`` and tool-call ids; its ``usage`` is kept as a transcript call with token counts
-normalised to the inclusive convention (producer-formats.md §1.1): ``prompt = input + cacheRead +
+normalised to the inclusive convention: ``prompt = input + cacheRead +
 cacheWrite``, except where pi's ``input`` already includes cached tokens (Google providers, and
 OpenAI APIs before 2025-12-03); ``completion = output``; ``reasoning = usage.reasoning``;
 ``total = totalTokens``, else prompt + completion; ``cached = cacheRead``.

@@ -1,8 +1,8 @@
 """Pi coding-agent session files (``~/.pi/agent/sessions/--<cwd>--/<time>_<id>.jsonl``).
 
-Format and versions: ``sources/pi/session.py`` (producer-formats.md §2). One session file is one
+Format and versions: ``sources/pi/session.py``. One session file is one
 invocation whose id is the header's session id; its status comes from the last assistant message on
-the active path, with NeMo Gym's pi table (gym-reference.md §7.6): ``stop`` completed, ``error``
+the active path, with NeMo Gym's pi table: ``stop`` completed, ``error``
 failed, ``aborted`` / ``length`` incomplete, anything else unknown with
 ``invocation_outcome_unavailable``. Core pi has no sub-agents, so every invocation carries
 ``subagent_hierarchy_unavailable``, as in the reference. Transcripts that belong to OpenClaw are

@@ -1,6 +1,6 @@
 """Pi session files (also OpenClaw transcripts): every format version, migrated in memory.
 
-Format (producer-formats.md §2.3–§2.9, from badlogic/pi-mono ``packages/coding-agent``): JSONL, first
+Format (badlogic/pi-mono ``packages/coding-agent``): JSONL, first
 line a ``type: "session"`` header, then one entry per line.
 
 * v1 (no ``version``; Nov–Dec 2025): linear entries without ``id``/``parentId``; a ``compaction``
@@ -12,8 +12,7 @@ line a ``type: "session"`` header, then one entry per line.
 * ``pi --mode json`` stdout (since v0.45 its first line is the session header too) is an event log:
   its ``message_end`` events become a linear session (``_entries_from_events``).
 
-Migration mirrors pi's, in memory only (the file is never rewritten) and deterministically
-(PRODUCT.md §10.11): v1 entries get the id ``v1-<line>`` (their 1-based line in the file) and the
+Migration mirrors pi's, in memory only (the file is never rewritten) and deterministically: v1 entries get the id ``v1-<line>`` (their 1-based line in the file) and the
 previous entry as parent; ``firstKeptEntryIndex`` becomes the id of the entry on that line of the
 file when it exists; ``hookMessage`` becomes ``custom``. Duplicate header lines (pi < 0.55.2) are
 tolerated. The active conversation is the path from the *leaf* (pi's rule: the last entry in file
@@ -106,7 +105,7 @@ class Session:
         """Entries from the root to the leaf (the last entry that is not a copy), and the parent ids that
         were never written.
 
-        A parent id that names no entry does not end the walk (bug-shapes B08): it continues with the
+        A parent id that names no entry does not end the walk (a lost line): it continues with the
         entry just before, in file order, and the missing id is returned for a gap.
         """
         if not self.entries:
@@ -313,7 +312,7 @@ def _report_cycles(session: Session, sink: DiagnosticSink) -> None:
 EVENT_TYPES = frozenset(
     {"agent_start", "turn_start", "message_start", "message_end", "tool_execution_start", "agent_end"}
 )
-"""Event types of ``pi --mode json`` stdout (producer-formats.md §2.11): such a file is an event log."""
+"""Event types of ``pi --mode json`` stdout: such a file is an event log."""
 
 
 def _entries_from_events(events: list[Entry]) -> list[Entry]:

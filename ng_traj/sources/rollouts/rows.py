@@ -5,12 +5,10 @@ failed rollouts, the ``<stem>_failures.jsonl`` sidecar; together they form a *ru
 agent's ``response``, the ``responses_create_params`` it was given, the reward and verifier fields,
 the identity keys ``_ng_task_index``, ``_ng_rollout_index``, ``_ng_attempt_index`` (only when > 0) and,
 since 2026-08-20, ``_ng_rollout_id``; with observability on, also ``ng_model_call_capture``,
-``ng_agent_observations`` and ``ng_trajectory`` (gym-reference.md §1, §5, §9). Materialized input rows
+``ng_agent_observations`` and ``ng_trajectory``. Materialized input rows
 (``responses_create_params`` without a ``response``) are task inputs, not rollouts.
 
-Identity follows ``maybe_rollout_id_from_run_body`` and ``_trajectory_identity`` exactly
-(gym-reference §1.2, §5.2). Rows without any identity key get ``<file name>:<line>`` and a gap
-(PRODUCT.md §10.3).
+Identity follows ``maybe_rollout_id_from_run_body`` and ``_trajectory_identity`` exactly. Rows without any identity key get ``<file name>:<line>`` and a gap.
 """
 
 from __future__ import annotations
