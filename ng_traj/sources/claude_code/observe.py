@@ -86,10 +86,28 @@ def output_text(value: Any) -> str:
         return ""
     if isinstance(value, list) and all(isinstance(b, dict) and b.get("type") == "text" for b in value):
         return "".join(b["text"] if isinstance(b.get("text"), str) else "" for b in value)
+    return _json_text(value) or ""
+
+
+MAX_TEXT_DEPTH = 500
+"""Values nested deeper are not written as JSON text: the standard serialiser walks ~1,000 levels on
+Python 3.11 and more on 3.12+, so a fixed bound keeps the output the same on every version."""
+
+
+def _json_text(value: Any) -> str | None:
+    """``value`` as JSON text with sorted keys, or ``None`` when it nests deeper than ``MAX_TEXT_DEPTH``
+    (measured without recursion) or is not JSON."""
+    pending = [(value, 1)]
+    while pending:
+        item, depth = pending.pop()
+        if depth > MAX_TEXT_DEPTH:
+            return None
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
     try:
         return json.dumps(value, ensure_ascii=False, sort_keys=True)
     except (RecursionError, ValueError, TypeError):
-        return ""
+        return None
 
 
 def _blocks(message: dict[str, Any]) -> list[Any]:
@@ -148,12 +166,12 @@ def _output_tokens(usage: Any) -> int:
 
 def _arguments(block: dict[str, Any], gap: Any) -> str:
     """A ``tool_use`` input as JSON text with sorted keys; ``""`` (gap ``invalid_assistant_content``) for one
-    nested deeper than the serialiser can walk."""
-    try:
-        return json.dumps(block.get("input", {}), ensure_ascii=False, sort_keys=True)
-    except (RecursionError, ValueError, TypeError):
+    nested too deep to write as text (``MAX_TEXT_DEPTH``)."""
+    text = _json_text(block.get("input", {}))
+    if text is None:
         gap("invalid_assistant_content", block.get("id"))
         return ""
+    return text
 
 
 def _assistant_items(line: Line, gap: Any) -> list[dict[str, Any]]:
