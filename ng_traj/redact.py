@@ -13,6 +13,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import BaseModel
+
+from ng_traj.writers.jsonl import model_fields
+
 MASK = "[REDACTED]"
 
 SECRET_KEYS = frozenset(
@@ -83,7 +87,9 @@ class Redactor:
         """A redacted copy of a JSON value, key order kept.
 
         The walk keeps its own stack instead of recursing, so a value nested as deep as the line reader
-        accepts (1,024 levels) is redacted like any other.
+        accepts (1,024 levels) is redacted like any other. Contract models in it (a whole trajectory
+        record) are walked as their fields, as they are written (``writers/jsonl.model_fields``): pydantic's
+        own dump stops at about 255 levels, which a captured payload can exceed.
         """
         root: list[Any] = []
         pending = [([value], root)]
@@ -91,6 +97,8 @@ class Redactor:
             source, target = pending.pop()
             pairs = source.items() if isinstance(source, dict) else enumerate(source)
             for key, item in pairs:
+                if isinstance(item, BaseModel):
+                    item = model_fields(item)
                 if isinstance(source, dict) and self._secret(key, item):
                     copy: Any = MASK
                 elif isinstance(item, str):
