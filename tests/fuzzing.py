@@ -616,6 +616,16 @@ KNOWN: dict[str, tuple[str, Callable[[str, Mutation], bool]]] = {
         "a diagnostic: what it held is missing",
         lambda operator, m: operator in ("type_swap", "deep_nesting", "huge_value") and m.replaced_container,
     ),
+    "sharegpt_trailing_calls": (
+        "a ShareGPT turn's tool calls are the <tool_call> blocks that end its value: text added after them "
+        "(a few MB) makes them text, as the format says",
+        lambda operator, m: (
+            operator == "huge_value"
+            and len(m.value_path) == 3
+            and m.value_path[0] == "conversations"
+            and m.value_path[-1] == "value"
+        ),
+    ),
     "sqlite_bytes": (
         "a byte flipped inside a state.db (SQLite keeps no checksums) can leave a valid database that says "
         "something else: a column renamed (tool_calls -> itool_calls) is read as absent, a role no longer "
