@@ -421,6 +421,15 @@ def is_document(path: Path) -> bool:
     return path.suffix == ".json"
 
 
+def is_one_document(data: bytes) -> bool:
+    """Whether ``data`` parses as one JSON value written over several lines."""
+    try:
+        orjson.loads(data)
+    except ValueError:
+        return False
+    return data.strip().count(b"\n") > 0
+
+
 def nothing_readable(data: bytes) -> bool:
     """Whether no line of ``data`` is a JSON object any more (a file-level diagnostic then suffices)."""
     for line in split_lines(data):
@@ -580,7 +589,7 @@ KNOWN: dict[str, tuple[str, Callable[[str, Mutation], bool]]] = {
         lambda operator, m: (
             operator in ("type_swap", "deep_nesting")
             and bool(m.value_path)
-            and m.value_path[-1] in ("content", "text", "value")
+            and m.value_path[-1] in ("content", "text", "value", "system_prompt")
         ),
     ),
     "message_not_object": (
@@ -599,7 +608,7 @@ KNOWN: dict[str, tuple[str, Callable[[str, Mutation], bool]]] = {
     "leaf_moved": (
         "pi and OpenClaw take a transcript's last line as the leaf of its entry tree: swapping the last line "
         "with an earlier one makes another entry the leaf, and what lay after it is off the active path",
-        lambda operator, m: operator == "swap_lines" and max(m.lines) == len(split_lines(m.data)),
+        lambda operator, m: operator == "swap_lines" and bool(m.lines) and max(m.lines) == len(split_lines(m.data)),
     ),
     "link_id_changed": (
         "an id that links two records (a tool call's id, its result's toolCallId) changed in one of them: the "
@@ -607,7 +616,7 @@ KNOWN: dict[str, tuple[str, Callable[[str, Mutation], bool]]] = {
         lambda operator, m: (
             bool(m.value_path)
             and isinstance(m.value_path[-1], str)
-            and m.value_path[-1] in ("id", "toolCallId", "tool_call_id", "call_id")
+            and m.value_path[-1] in ("id", "toolCallId", "tool_call_id", "call_id", "parentId", "parent_id")
         ),
     ),
     "structure_replaced": (
@@ -624,6 +633,13 @@ KNOWN: dict[str, tuple[str, Callable[[str, Mutation], bool]]] = {
             and len(m.value_path) == 3
             and m.value_path[0] == "conversations"
             and m.value_path[-1] == "value"
+        ),
+    ),
+    "document_restructured": (
+        "lines of a pretty-printed JSON document moved so that it still parses: another valid document "
+        "(a message moved to another place, a key to another object), not a damaged one",
+        lambda operator, m: (
+            operator in ("swap_lines", "repeat_line", "delete_line", "fuse_lines") and is_one_document(m.data)
         ),
     ),
     "sqlite_bytes": (
