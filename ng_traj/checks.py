@@ -73,6 +73,12 @@ def check_line(value: dict[str, Any]) -> tuple[list[Finding], bool]:
     return findings, True
 
 
+def recorded_bundle_problems(bundle: Any) -> list[Finding]:
+    """Where a row's recorded ``ng_agent_observations`` fails the contract, as warnings (``build``
+    reports them on the row, whose trajectory then carries ``agent_observations_invalid``)."""
+    return [_as_recorded(f) for f in check_bundle(bundle, prefix="ng_agent_observations") if f.severity == "error"]
+
+
 def _as_recorded(finding: Finding) -> Finding:
     """A problem of a row's ``ng_agent_observations`` is a warning: the bundle is the producer's, kept as
     recorded (``build --attach`` never rewrites it), and a trajectory built from the row carries

@@ -18,6 +18,10 @@ import re
 from collections.abc import Iterable
 from typing import Any
 
+from pydantic import BaseModel
+
+from ng_traj.writers.jsonl import model_fields
+
 MASK = "[REDACTED]"
 
 SECRET_KEYS = frozenset(
@@ -180,24 +184,35 @@ class Redactor:
         return value
 
     def value(self, value: Any) -> Any:
-        """A redacted copy of a JSON value, nested to any depth (walked without recursion)."""
-        holder: list[Any] = [None]
-        stack: list[tuple[Any, Any, Any]] = [(holder, 0, value)]
-        while stack:
-            parent, slot, item = stack.pop()
-            if isinstance(item, dict):
-                parent[slot] = copy = dict.fromkeys(item)
-                for key, child in item.items():
-                    if self._secret(key, child):
-                        copy[key] = MASK
-                    else:
-                        stack.append((copy, key, child))
-            elif isinstance(item, list):
-                parent[slot] = copy = [None] * len(item)
-                stack.extend((copy, index, child) for index, child in enumerate(item))
-            else:
-                parent[slot] = self.text(item) if isinstance(item, str) else item
-        return holder[0]
+        """A redacted copy of a JSON value, key order kept.
+
+        The walk keeps its own stack instead of recursing, so a value nested as deep as the line reader
+        accepts (1,024 levels) is redacted like any other. Contract models in it (a whole trajectory
+        record) are walked as their fields, as they are written (``writers/jsonl.model_fields``): pydantic's
+        own dump stops at about 255 levels, which a captured payload can exceed.
+        """
+        root: list[Any] = []
+        pending = [([value], root)]
+        while pending:
+            source, target = pending.pop()
+            pairs = source.items() if isinstance(source, dict) else enumerate(source)
+            for key, item in pairs:
+                if isinstance(item, BaseModel):
+                    item = model_fields(item)
+                if isinstance(source, dict) and self._secret(key, item):
+                    copy: Any = MASK
+                elif isinstance(item, str):
+                    copy = self.text(item)
+                elif isinstance(item, list | dict):
+                    copy = type(item)()
+                    pending.append((item, copy))
+                else:
+                    copy = item
+                if isinstance(target, dict):
+                    target[key] = copy
+                else:
+                    target.append(copy)
+        return root[0]
 
     def _secret(self, key: Any, item: Any) -> bool:
         return isinstance(key, str) and _normalise(key) in self.keys and item is not None and item != ""

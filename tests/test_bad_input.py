@@ -15,7 +15,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, run_json
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import BOM
 from ng_traj.sources.native import READERS, NativeUnit, index_units
@@ -127,6 +127,50 @@ def test_redacted_attach_writes_a_row_holding_a_deep_value(tmp_path):
     first = orjson.loads(out.read_bytes().splitlines()[0])
     assert _depth(first["metadata"]["deep"]) == DEPTH
     assert first["metadata"]["api_key"] == "[REDACTED]"
+
+
+NATIVE_E2E = FIXTURES / "native_e2e"
+
+
+def _deep_capture(tmp_path: Path) -> Path:
+    """The native run with a captured response holding a value :data:`DEPTH` levels deep (and a key to mask)."""
+    folder = tmp_path / "run"
+    shutil.copytree(NATIVE_E2E, folder)
+    store = folder / "capture" / "0-1.capture.jsonl"
+    calls = [orjson.loads(raw) for raw in store.read_bytes().splitlines()]
+    calls[0]["response"]["deep"] = "DEEP"
+    calls[0]["request"]["api_key"] = "sk-live-0123456789abcdefghij"
+    _write(store, calls)
+    return folder
+
+
+def _deep_capture_build(tmp_path: Path, *flags: str) -> tuple[dict, list[str]]:
+    folder, out = _deep_capture(tmp_path), tmp_path / "out.jsonl"
+    result = run_json("build", *sorted(folder.iterdir()), "-o", out, *flags)
+    assert result.exit_code == 0, result.stderr
+    lines = [orjson.loads(raw) for raw in out.read_bytes().splitlines()]
+    records = {r.get("ng_trajectory", r)["rollout_id"]: r.get("ng_trajectory", r) for r in lines}
+    return records["0-1"], [d["code"] for d in result.diagnostics]
+
+
+def test_a_captured_payload_nested_1000_deep_is_written_as_text_not_dropped(tmp_path):
+    """Found by the fuzzer: the JSON-text fallback itself hit the recursion limit, so the whole rollout
+    became the minimal failed-projection record (its invocation and calls lost)."""
+    record, codes = _deep_capture_build(tmp_path)
+    assert codes == ["payload_as_text"]
+    assert (len(record["invocations"]), len(record["model_calls"]), len(record["tool_calls"])) == (1, 2, 1)
+    response = record["model_calls"][0]["response"]
+    assert _depth(orjson.loads(response)["deep"]) == DEPTH
+
+
+def test_redacting_a_captured_payload_nested_1000_deep_masks_it_and_keeps_the_build(tmp_path):
+    """Found by the fuzzer: ``--redact`` dumped the record through pydantic, which stops at ~255
+    levels: an internal error and no output at all."""
+    record, codes = _deep_capture_build(tmp_path, "--attach", "--redact")
+    assert codes == ["payload_as_text"]
+    assert len(record["model_calls"]) == 2
+    assert orjson.loads(record["model_calls"][0]["request"])["api_key"] == "[REDACTED]"
+    assert _depth(orjson.loads(record["model_calls"][0]["response"])["deep"]) == DEPTH
 
 
 SHAREGPT = FIXTURES / "hermes" / "sharegpt" / "input" / "trajectory_samples.jsonl"
@@ -393,3 +437,94 @@ def test_an_invalid_call_in_a_rows_capture_attachment_is_reported_and_the_others
     assert [call["model_call_id"] for call in first["model_calls"]] == ["c" * 32]
     invalid = [gap for gap in first["gaps"] if gap["code"] == "model_call_capture_call_invalid"]
     assert [gap["detail"] for gap in invalid] == ["calls.0", "calls.2"]
+
+
+HERMES_FORMS = FIXTURES / "hermes" / "forms" / "input"
+
+
+def test_a_gateway_store_whose_session_id_is_nested_1000_deep_names_no_session(tmp_path):
+    """Found by the fuzzer: the store's session ids were turned into text with ``str``, which recursed
+    through a deep list, so the whole store and its transcript's folder failed to index."""
+    from test_hermes_golden import materialise
+
+    folder = materialise(HERMES_FORMS, tmp_path / "in")
+    store = folder / "sessions" / "sessions.json"
+    entries = orjson.loads(store.read_bytes())
+    entries["agent:main:telegram:dm:1"]["session_id"] = "DEEP"
+    _write(store, [entries])
+    out = tmp_path / "out.jsonl"
+    result = run_json("build", folder, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in [d["code"] for d in result.diagnostics]
+    assert ("info", "hermes_store_unused", str(store)) in [
+        (d["severity"], d["code"], d["path"]) for d in result.diagnostics
+    ]
+    rollouts = sorted(orjson.loads(line)["rollout_id"] for line in out.read_bytes().splitlines())
+    assert "20260402_090000_gate01" in rollouts
+
+
+def test_a_deep_tool_result_detail_is_written_as_the_output_not_an_internal_error(tmp_path):
+    """Found by the fuzzer: a tool result without text content is output as its ``details`` in JSON,
+    written by an encoder that recursed once per level: the whole session was left out."""
+
+    def deep_details(entry: dict) -> None:
+        entry["message"].update(content=[], details={"tool": "DEEP"})
+
+    path = _pi_v1_with(tmp_path, 4, deep_details)
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in [d["code"] for d in result.diagnostics]
+    [record] = _records(tmp_path / "out.jsonl")
+    [output] = [i["output"] for i in record["invocations"][0]["conversation"] if i["type"] == "function_call_output"]
+    assert _depth(orjson.loads(output)["tool"]) == DEPTH
+
+
+def test_a_row_whose_recorded_bundle_fails_the_contract_is_reported_where_the_row_is(tmp_path):
+    """Found by the fuzzer: the row's ``ng_agent_observations`` was ignored (gap
+    ``agent_observations_invalid``) with no diagnostic, so its conversation and tool calls went missing
+    unexplained; ``validate`` of the row already said why."""
+    result = run_json("build", LEGACY_ROWS, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    found = [
+        (d["severity"], d["code"], d["line"], d["pointer"])
+        for d in result.diagnostics
+        if d["code"] != "capture_call_invalid"
+    ]
+    assert found == [("warning", "invalid_value", 4, "ng_agent_observations.records.0")]
+    rows = [orjson.loads(raw) for raw in LEGACY_ROWS.read_bytes().splitlines()]
+    rows[0]["ng_agent_observations"]["records"][0]["conversation"][0]["content"] = 5
+    path = _write(tmp_path / "rows.jsonl", rows)
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert ("warning", 1, "ng_agent_observations.records.0.conversation.0") in [
+        (d["severity"], d["line"], d["pointer"]) for d in result.diagnostics
+    ]
+
+
+def test_a_row_whose_task_index_is_nested_1000_deep_is_a_row_without_identity(tmp_path):
+    """Found by the fuzzer: the rollout id was made with an f-string of ``_ng_task_index``, whose
+    ``repr`` recursed through the deep list: an internal error, and no output for any row."""
+    rows = [orjson.loads(raw) for raw in LEGACY_ROWS.read_bytes().splitlines()]
+    rows[1]["_ng_task_index"] = "DEEP"
+    path = _write(tmp_path / "rollouts.jsonl", rows)
+    out = tmp_path / "out.jsonl"
+    result = run_json("build", path, "-o", out, "--attach")
+    assert result.exit_code == 0, result.stderr
+    assert ("rollout_identity_unavailable", 2) in [(d["code"], d["line"]) for d in result.diagnostics]
+    assert len(out.read_bytes().splitlines()) == len(rows)
+
+
+def test_a_gateway_message_whose_content_is_an_object_nested_1000_deep_costs_its_text(tmp_path):
+    """Found by the fuzzer: content that was neither text nor a part list was turned into text with
+    ``str``, which recursed through the deep object: the whole session was left out."""
+
+    def deep_content(lines: list[bytes]) -> list[bytes]:
+        message = orjson.loads(lines[1])
+        message["content"] = {"a": "DEEP"}
+        return [lines[0], orjson.dumps(message).replace(b'"DEEP"', DEEP.encode()), *lines[2:]]
+
+    path = _gateway(tmp_path, "deep", deep_content)
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in [d["code"] for d in result.diagnostics]
+    [record] = _records(tmp_path / "out.jsonl")
+    assert len(record["tool_calls"]) == 1

@@ -265,3 +265,16 @@ def test_a_name_in_sqlite_master_that_is_not_utf8_costs_that_database(tmp_path: 
     assert result.exit_code == 1, result.stderr  # one input gave nothing; the others were built
     assert f"{db}: error[hermes_db_unreadable]: UnicodeDecodeError" in result.stderr
     assert len(_trajectories(tmp_path / "out.jsonl")) == len(rows.read_bytes().splitlines())
+
+
+def test_a_state_db_with_a_damaged_header_is_reported_unreadable_not_skipped(tmp_path: Path) -> None:
+    """Found by the fuzzer: a BOM (or any damage) in the first 16 bytes made the file no one's; in a
+    folder build it was skipped with an info, and its sessions were lost without an error."""
+    home = tmp_path / "home"
+    home.mkdir()
+    db = build_db(_export(), home / "state.db")
+    db.write_bytes(b"\xef\xbb\xbf" + db.read_bytes())
+    result = _build(home, out=tmp_path / "out.jsonl")
+    found = [(d["severity"], d["code"], d["path"]) for d in result.diagnostics if d["path"] == str(db)]
+    assert found == [("error", "hermes_db_unreadable", str(db))]
+    assert result.exit_code == 1

@@ -108,3 +108,22 @@ def test_cross_invocation_compaction_refs_are_rejected_with_prefixed_details():
         ("model_call_ownership_unavailable", None, "capture:c3:call_index=1"),
     ]
     assert joined.records[2].after_model_call.response_id == "r3"  # unowned: canonicalised
+
+
+def test_joining_twice_keeps_the_gaps_of_a_compaction_ref_no_invocation_owns_in_place():
+    """Found by the property test: the compaction's ownership gap was not a stale join gap, so a
+    second join kept it in front of the gaps it made again (same gaps, other order)."""
+    compaction = {
+        "kind": "context_compaction",
+        "invocation_id": "root",
+        "model_calls": [{"model_ref": JUDGE, "response_id": "r1"}],
+    }
+    bundle = _bundle(_inv("root"), _inv("a", {"model_call_id": "c1"}), compaction)
+    calls = [ModelCallRecord(response_id="r1", call_index=0, model_ref=JUDGE)]
+    once = join_model_call_observations(bundle, calls)
+    assert _gaps(once) == [
+        ("model_call_reference_unmatched", "a", "c1"),
+        ("model_call_ownership_unavailable", "root", "model_calls:r1"),
+        ("model_call_ownership_unavailable", None, "capture:r1:call_index=0"),
+    ]
+    assert join_model_call_observations(once, calls) == once

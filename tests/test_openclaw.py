@@ -156,3 +156,36 @@ def test_store_entries_of_the_wrong_shape_are_reported(tmp_path):
         "warning[openclaw_entry_invalid]: entry agent:main:subagent:child: spawnedBy not text; ignored",
         "warning[openclaw_entry_invalid]: entry agent:main:broken: not an object (NoneType); skipped",
     ]
+
+
+def test_a_session_id_longer_than_a_file_name_can_be_is_a_missing_transcript(tmp_path):
+    """Found by the fuzzer: looking for ``<sessionId>.jsonl`` raised "File name too long", so the whole
+    tree failed to index (``native_load_failed``) and every session in it was left out."""
+    shutil.copytree(OPENCLAW / "tree", tmp_path / "in")
+    sessions = tmp_path / "in/agents/main/sessions"
+    entries = orjson.loads((sessions / "sessions.json").read_bytes())
+    entries["agent:main:subagent:child"]["sessionId"] = "x" * 5000
+    (sessions / "sessions.json").write_bytes(orjson.dumps(entries))
+    (child, root), stderr = _build(tmp_path, tmp_path / "in")
+    assert "native_load_failed" not in stderr
+    assert (root["rollout_id"], root["invocations"][0]["invocation_id"]) == ("sess-root", "agent:main:main")
+    assert ("agent_transcript_unavailable", "agent:main:subagent:child", "x" * 5000) in _gaps(root)
+    assert child["rollout_id"] == "sess-child"  # the transcript no entry names any more, read on its own
+    assert len(root["model_calls"]) + len(child["model_calls"]) == 6
+
+
+def test_an_archived_transcript_is_found_by_its_name_not_by_a_pattern(tmp_path):
+    """Found by the fuzzer: archives were looked up with a glob of ``<sessionId>.jsonl.reset.*``, so a
+    3 MB session id was compiled into a regular expression (a minute of CPU), and a ``[`` in an id was
+    a character class (``sess[1]`` found ``sess1``'s archive, not its own)."""
+    shutil.copytree(OPENCLAW / "archive_and_missing" / "agents", tmp_path / "in" / "agents")
+    sessions = tmp_path / "in/agents/main/sessions"
+    archive = sessions / "sess-old.jsonl.reset.2026-04-14T04-00-00.000Z"
+    archive.rename(sessions / "sess[1].jsonl.reset.2026-04-14T04-00-00.000Z")
+    entries = orjson.loads((sessions / "sessions.json").read_bytes())
+    entries["agent:main:main"]["sessionId"] = "sess[1]"
+    (sessions / "sessions.json").write_bytes(orjson.dumps(entries))
+    records, _ = _build(tmp_path, tmp_path / "in")
+    tree = next(r for r in records if r["invocations"][0]["invocation_id"] == "agent:main:main")
+    assert len(tree["invocations"][0]["conversation"]) == 5
+    assert [c["response_metadata"]["response_id"] for c in tree["model_calls"]] == ["chatcmpl-arch-1"]

@@ -30,6 +30,7 @@ from ng_traj.assemble.rollout import (
     validated_bundle,
     without_payloads,
 )
+from ng_traj.checks import recorded_bundle_problems
 from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
@@ -373,8 +374,11 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
                 line=slot.line or None,
             )
         )
+    if row is not None and any(gap.code == "agent_observations_invalid" for gap in record.gaps):
+        for finding in recorded_bundle_problems(row.get("ng_agent_observations")):
+            sink.add(finding.at(slot.path or "", slot.line or None))
     if options.redactor is not None:
-        record = TrajectoryRecord.model_validate(options.redactor.value(record.model_dump(mode="json")))
+        record = TrajectoryRecord.model_validate(options.redactor.value(record))
     mask = options.redactor.value if options.redactor else None
     extras = extras_of(row, bundles.values, mask, run=slot.run_label, source_file=slot.file_label)
     built = Built(record, slot, None, failed, extras, dict(bundles.session_totals), release=options.release)

@@ -30,16 +30,21 @@ JOIN_CODES = frozenset(
 )
 
 
+COMPACTION_PREFIXES = ("model_calls:", "before_model_call:", "after_model_call:")
+"""How the details of a compaction's join gaps start (the compaction field the ref is in)."""
+
+
 def is_stale_join_gap(gap: ObservationGap) -> bool:
-    """Gaps a previous join produced, which a new join replaces."""
+    """Gaps a previous join produced, which a new join replaces: the join codes, the ``capture:``
+    ownership gaps of unowned calls, and the ownership gaps of compaction refs (without the last, a
+    second join kept them in front of the gaps it made again, and joining twice reordered the gaps)."""
     if gap.code in JOIN_CODES:
         return True
-    return (
-        gap.code == "model_call_ownership_unavailable"
-        and gap.invocation_id is None
-        and gap.detail is not None
-        and gap.detail.startswith("capture:")
-    )
+    if gap.code != "model_call_ownership_unavailable" or gap.detail is None:
+        return False
+    if gap.invocation_id is None:
+        return gap.detail.startswith("capture:")
+    return gap.detail.startswith(COMPACTION_PREFIXES)
 
 
 class _Index:

@@ -66,6 +66,28 @@ class JsonLine:
         return self.problem is None or self.problem.severity != "error"
 
 
+DEEP_LEVELS = 2048
+"""Recursion levels added while :func:`deep_dumps` writes a value (a value's depth, at most the 1,024
+levels the reader accepts, with room for the encoder's own frames)."""
+
+
+def deep_dumps(value: Any, **options: Any) -> str:
+    """``json.dumps(value, **options)`` for any value a line can hold, however deep.
+
+    The standard library's encoder recurses once per level and orjson stops at 255 levels, while a
+    line may be nested 1,024 deep; the interpreter's recursion limit is raised while the value is
+    written, and put back after.
+    """
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(limit + DEEP_LEVELS)
+    try:
+        return json.dumps(value, **options)
+    finally:
+        sys.setrecursionlimit(limit)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

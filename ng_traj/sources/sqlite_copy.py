@@ -77,7 +77,10 @@ def database_kind(path: Path) -> str | None:
     except OSError:
         return None
     if not head.startswith(SQLITE_MAGIC):
-        return None
+        # A reader's own file name with a damaged header (a flipped byte, a BOM) is still its database, so
+        # that reading it reports it unreadable instead of passing it over as no one's file.
+        owner = next((kind for kind, (names, _) in sorted(_KINDS.items()) if path.name in names), None)
+        return owner if head else None
     for kind, (_, test) in sorted(_KINDS.items()):
         if test(path, head):
             return kind

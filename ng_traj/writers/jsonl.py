@@ -9,7 +9,6 @@ one record per line. The same function serialises a record wherever it is writte
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +19,7 @@ from pydantic_core import PydanticSerializationError
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.contract.observations import AgentInvocation
 from ng_traj.contract.revisions import Release, earlier_exclusions, in_earlier
+from ng_traj.io.lines import deep_dumps
 
 SERIALISE_ERRORS = (PydanticSerializationError, ValueError, TypeError, RecursionError)
 """What a serialiser raises for values nested deeper than it allows (orjson and pydantic: ~255 levels)."""
@@ -97,8 +97,13 @@ _EXCLUDED: dict[type, frozenset[str]] = {}
 
 def _as_text(value: Any) -> Any:
     if isinstance(value, dict | list):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        return _deep_dumps(value)
     return value
+
+
+def _deep_dumps(value: Any) -> str:
+    """Compact JSON text of a value however deep (``io/lines.deep_dumps``)."""
+    return deep_dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 def payloads_as_text(record: TrajectoryRecord) -> TrajectoryRecord:
@@ -124,21 +129,11 @@ def payloads_as_text(record: TrajectoryRecord) -> TrajectoryRecord:
 def row_json(row: dict[str, Any], attachments: dict[str, bytes]) -> bytes:
     """Compact JSON of a rollout row with pre-serialised attachments (``ng_trajectory`` and others) added.
 
-    A row nested too deep for orjson (255 levels) is written with the standard library instead, whose
-    encoder recurses once per level: the interpreter's recursion limit is raised for it by
-    :data:`DEEP_ROWS` levels, as rows are at most 1,024 deep (the line reader's limit).
+    A row nested too deep for orjson (255 levels) is written with the standard library instead
+    (``io/lines.deep_dumps``), as rows are at most 1,024 deep (the line reader's limit).
     """
     try:
         return orjson.dumps({**row, **{key: orjson.Fragment(value) for key, value in attachments.items()}})
     except TypeError:
         full = {**row, **{key: json.loads(value) for key, value in attachments.items()}}
-        limit = sys.getrecursionlimit()
-        sys.setrecursionlimit(limit + DEEP_ROWS)
-        try:
-            return json.dumps(full, ensure_ascii=False, separators=(",", ":")).encode()
-        finally:
-            sys.setrecursionlimit(limit)
-
-
-DEEP_ROWS = 2048
-"""Recursion levels added while a deep row is encoded (a row's depth, with room for the encoder's own)."""
+        return _deep_dumps(full).encode()

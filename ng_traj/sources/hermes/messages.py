@@ -68,12 +68,19 @@ class Normalised:
 
 
 def text_of(content: Any) -> str:
-    """The text of a message ``content``: a string as is, a part list joined, ``None`` as ``""``."""
+    """The text of a message ``content``: a string as is, a part list joined, one part as a list of it,
+    a number as its text, ``None`` as ``""``.
+
+    An object is never turned into text with ``str`` (Python's repr is no message text, and it recurses
+    once per level of a value nested 1,000 deep).
+    """
     if isinstance(content, str):
         return content
+    if isinstance(content, dict):
+        content = [content]
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict) and _is_text(part))
-    return "" if content is None else str(content)
+    return scalar_text(content)
 
 
 def _is_text(part: dict[str, Any]) -> bool:

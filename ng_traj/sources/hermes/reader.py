@@ -56,7 +56,7 @@ def _is_state_db(path: Path, head: bytes) -> bool:
     return path.name == "state.db" or (b"CREATE TABLE sessions" in head and b"CREATE TABLE messages" in head)
 
 
-sqlite_copy.register_kind(NAME, _is_state_db)
+sqlite_copy.register_kind(NAME, _is_state_db, names=("state.db",))
 
 
 def _sqlite_kind(path: Path) -> str | None:
@@ -151,7 +151,7 @@ def _index_json(path: Path, catalogue: _Catalogue, stores: list[Path], sink: Dia
 
 def _index_store(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
     value = read_json_file(path, sink) or {}
-    named = sorted({str(e.get("session_id")) for e in value.values() if isinstance(e, dict)})
+    named = sorted({session for e in value.values() if (session := _store_session(e)) is not None})
     known = [session for session in named if session in catalogue.files]
     for session in known:
         catalogue.add(session, str(path))
@@ -160,6 +160,17 @@ def _index_store(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> Non
             f"gateway session store naming {len(named)} session(s), none of them among the inputs; nothing to build"
         )
         sink.add(Diagnostic("info", "hermes_store_unused", message, path=str(path)))
+
+
+def _store_session(entry: Any) -> str | None:
+    """The session id of a gateway store entry: text only (a number is written as text); a list or
+    an object there names no session (and could be nested too deep to write out)."""
+    if not isinstance(entry, dict):
+        return None
+    session = entry.get("session_id")
+    if isinstance(session, int | float) and not isinstance(session, bool):
+        return str(session)
+    return session if isinstance(session, str) else None
 
 
 def _index_sharegpt(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
@@ -308,8 +319,8 @@ def _file_forms(unit: NativeUnit, tree: Tree, totals: list[dict[str, int]], sink
             if is_snapshot(value) and value["session_id"] in tree.forms:
                 tree.forms[value["session_id"]].append(_snapshot_form(path, value))
             elif is_store(value):
-                entries = [e for e in value.values() if isinstance(e, dict) and e.get("session_id") in tree.forms]
-                totals.extend(session_totals(e, exclusive=False) for e in entries if e["session_id"] not in tree.rows)
+                entries = [e for e in value.values() if _store_session(e) in tree.forms]
+                totals.extend(session_totals(e, exclusive=False) for e in entries if _store_session(e) not in tree.rows)
         elif path.name.split(".jsonl", 1)[0] in tree.forms:  # a gateway transcript (or a file forced as one)
             tree.forms[path.name.split(".jsonl", 1)[0]].append(read_gateway(path, sink))
 

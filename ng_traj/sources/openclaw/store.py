@@ -236,7 +236,10 @@ def transcript_names(entry: StoreEntry) -> list[str]:
 
 
 def _usable(candidate: Path, resolved_root: Path) -> bool:
-    return candidate.is_file() and not candidate.is_symlink() and resolved_root in candidate.resolve().parents
+    try:
+        return candidate.is_file() and not candidate.is_symlink() and resolved_root in candidate.resolve().parents
+    except OSError:  # a name the file system refuses (longer than it allows): no such transcript
+        return False
 
 
 def refused_transcript(entry: StoreEntry, root: Path) -> Path | None:
@@ -254,8 +257,7 @@ def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
         if _usable(candidate, resolved_root):
             return candidate
     if entry.session_id:  # archived transcripts, newest first; listed only when no live file is usable
-        archives = [entry.folder.glob(f"{entry.session_id}{marker}*") for marker in ARCHIVE_MARKERS]
-        for candidate in sorted((p for group in archives for p in group), reverse=True):
+        for candidate in sorted(_archives(entry.folder, entry.session_id), reverse=True):
             if _usable(candidate, resolved_root):
                 return candidate
     return None
@@ -294,6 +296,16 @@ def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreE
             stores.renamed[entry.session_id] = found[0]
             adopted.append((stores.entries[key], found[0]))
     return adopted
+
+
+def _archives(folder: Path, session_id: str) -> list[Path]:
+    """Files of ``folder`` named ``<session_id><marker>…``: by prefix, not a glob pattern, so that a
+    ``[`` or ``*`` in the id is itself, and a long id is not compiled into a regular expression."""
+    prefixes = tuple(f"{session_id}{marker}" for marker in ARCHIVE_MARKERS)
+    try:
+        return [path for path in folder.iterdir() if path.name.startswith(prefixes)]
+    except OSError:  # no such folder, or one that cannot be listed: no archive
+        return []
 
 
 def discover_tree(

@@ -21,11 +21,11 @@ conversation):
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from ng_traj.contract import ObservationGap
+from ng_traj.io.lines import deep_dumps
 from ng_traj.sources.native import scalar_text
 from ng_traj.sources.pi.session import Entry
 
@@ -95,7 +95,7 @@ def _arguments(block: dict[str, Any]) -> str:
     value = block.get("arguments")
     if value is None:
         value = block.get("partialJson", block.get("partialArgs"))
-    return json.dumps(value) if isinstance(value, dict | list) else str(value or "")
+    return deep_dumps(value) if isinstance(value, dict | list) else str(value or "")
 
 
 def tool_call_id(block: dict[str, Any], entry: Entry, position: int) -> str:
@@ -157,7 +157,7 @@ def _tool_result_item(message: dict[str, Any]) -> dict[str, Any]:
     call_id = message.get("toolCallId") or message.get("tool_call_id") or ""
     output = _text_blocks(message.get("content"), joiner="")
     if not output and message.get("details") is not None:
-        output = json.dumps(message["details"], ensure_ascii=False)
+        output = deep_dumps(message["details"], ensure_ascii=False)
     return {"type": "function_call_output", "call_id": scalar_text(call_id), "output": output, "status": "completed"}
 
 

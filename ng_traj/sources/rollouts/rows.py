@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ng_traj.diagnostics import safe_text
+from ng_traj.diagnostics import quoted, safe_text
 from ng_traj.io.compression import logical_name
 from ng_traj.io.lines import decode_line
 from ng_traj.io.spans import read_span
@@ -77,10 +77,10 @@ def rollout_id(row: dict[str, Any]) -> str | None:
     explicit = row.get("_ng_rollout_id")
     if explicit is not None:
         if not isinstance(explicit, str) or not EXPLICIT_ID.match(explicit):
-            raise IdentityError(f"_ng_rollout_id {explicit!r} is not a valid rollout id")
+            raise IdentityError(f"_ng_rollout_id {quoted(explicit)} is not a valid rollout id")
         base = explicit
     else:
-        task, rollout = row.get("_ng_task_index"), row.get("_ng_rollout_index")
+        task, rollout = _scalar(row.get("_ng_task_index")), _scalar(row.get("_ng_rollout_index"))
         if task is None or rollout is None:
             return None
         base = f"{task}-{rollout}"
@@ -89,7 +89,7 @@ def rollout_id(row: dict[str, Any]) -> str | None:
         try:
             number = int(attempt)
         except (TypeError, ValueError) as exc:
-            raise IdentityError(f"_ng_attempt_index {attempt!r} is not an integer") from exc
+            raise IdentityError(f"_ng_attempt_index {quoted(attempt)} is not an integer") from exc
         if number > 0:
             base = f"{base}-a{number}"
     return base
@@ -98,10 +98,16 @@ def rollout_id(row: dict[str, Any]) -> str | None:
 def task_id(row: dict[str, Any]) -> str:
     """``str`` of the first non-null ``task_id``, ``problem_id``, ``instance_id``; else the task index."""
     for key in TASK_KEYS:
-        if row.get(key) is not None:
+        if _scalar(row.get(key)) is not None:
             return str(row[key])
-    index = row.get("_ng_task_index")
+    index = _scalar(row.get("_ng_task_index"))
     return "unknown" if index is None else str(index)
+
+
+def _scalar(value: Any) -> Any:
+    """``value``, or ``None`` for a list or an object: an identity key holding one counts as absent
+    (its text would not be an id, and ``str`` of a value nested 1,000 deep raises ``RecursionError``)."""
+    return None if isinstance(value, list | dict) else value
 
 
 def identity(row: dict[str, Any], file_name: str, line: int) -> Identity:
