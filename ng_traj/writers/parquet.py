@@ -65,9 +65,7 @@ def _plain_columns(table: str) -> list[str]:
 def _json_array(values: tuple[bytes | None, ...]) -> pa.Array:
     """A JSON array from texts already encoded as UTF-8 by orjson (no decoding, no re-validation)."""
     strings = pa.array(values, type=pa.binary()).view(pa.string())
-    if isinstance(JSON_TYPE, pa.ExtensionType):
-        return pa.ExtensionArray.from_storage(JSON_TYPE, strings)
-    return strings
+    return pa.ExtensionArray.from_storage(JSON_TYPE, strings)
 
 
 def _typed(values: pa.Array, kind: pa.DataType) -> pa.Array:

@@ -206,8 +206,8 @@ DERIVED: dict[str, tuple[tuple[str, str, pa.DataType], ...]] = {
 timestamps and durations (float milliseconds) as durations, both in microseconds, written beside
 the float columns the contract's values are read back from."""
 
-JSON_TYPE: pa.DataType = pa.json_() if hasattr(pa, "json_") else pa.string()
-"""Parquet's JSON logical type (pyarrow 19 and later); plain strings before that."""
+JSON_TYPE: pa.DataType = pa.json_()
+"""Parquet's JSON logical type (pyarrow's ``arrow.json`` extension type, written as Parquet JSON)."""
 
 
 def _file_field(table: str, field: pa.Field) -> pa.Field:
