@@ -89,6 +89,7 @@ def validate_dataset(path: Path, sink: DiagnosticSink) -> FileResult:
                 continue
             findings = check_trajectory(value)
             result.records += 1
+            result.with_0_7_keys += bool(keys_0_7(value))
             result.invalid += int(any(f.severity == "error" for f in findings))
             for finding in findings:
                 sink.add(finding.at(name, index + 1))

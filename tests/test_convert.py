@@ -124,3 +124,18 @@ def test_dataset_to_jsonl_writes_the_revision_gym_release_names(tmp_path):
     unknown = run_cli("convert", dataset, "-o", tmp_path / "o.jsonl", "--gym-release", "0.6")
     assert unknown.exit_code == 2 and "choose from 0.7, pre-0.7" in unknown.stderr
     assert not (tmp_path / "o.jsonl").exists() and not (tmp_path / "o.parquet").exists()
+
+
+def test_a_conversion_that_converts_nothing_leaves_the_dataset_there_as_it_was(tmp_path):
+    dataset = tmp_path / "keep.parquet"
+    assert run_cli("build", FIXTURES / "build" / "retained_run" / "input", "-o", dataset).exit_code == 0
+    before = {p: p.read_bytes() for p in dataset.rglob("*") if p.is_file()}
+    garbage = tmp_path / "garbage.jsonl"
+    garbage.write_bytes(b"\x00\xff not json\n{\n")
+    result = run_cli("convert", garbage, "-o", dataset)
+    assert result.exit_code == 1 and "was left as it was" in result.stderr
+    assert {p: p.read_bytes() for p in dataset.rglob("*") if p.is_file()} == before
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    assert run_cli("convert", empty, "-o", tmp_path / "new.parquet").exit_code == 1
+    assert not (tmp_path / "new.parquet").exists()

@@ -523,3 +523,9 @@ def test_earlier_revision_leaves_out_item_types_0_7_added_and_reports_them():
     jsonschema.validate(earlier, before)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate(full, before)
+
+
+def test_a_dataset_needs_the_revision_its_records_need(tmp_path):
+    dataset = tmp_path / "out.parquet"
+    assert run_cli("build", FIXTURES / "build" / "retained_run" / "input", "-o", dataset).exit_code == 0
+    assert "0.7 fields present" in run_cli("validate", dataset).stderr

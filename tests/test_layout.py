@@ -88,3 +88,12 @@ def test_the_command_line_loads_without_the_heavy_libraries():
     code = "import sys, ng_traj.cli; print(sorted(m for m in ('pydantic', 'openai', 'pyarrow') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
+
+
+def test_the_as_help_names_every_kind():
+    from ng_traj.cli.build import KINDS_HELP
+    from ng_traj.sources.detect import KINDS
+    from ng_traj.sources.native import READERS
+
+    named = set(KINDS_HELP.split(": ", 1)[1].rstrip(".").replace(" or ", ", ").split(", "))
+    assert named == {*KINDS, *READERS}

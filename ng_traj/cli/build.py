@@ -19,7 +19,9 @@ from ng_traj.cli.output import (
 )
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
-KINDS_HELP = "Force the kind of every named input: rollouts, capture, pi, openclaw, hermes or claude_code."
+KINDS_HELP = (
+    "Force the kind of every named input: rollouts, capture, pi, openclaw, hermes, claude_code, codex or opencode."
+)
 ROLE_HELP = (
     "NAME=ROLE: the role of model server NAME (its model_ref.name), e.g. judge_model=judge, "
     "policy_model=policy, user_model=user_simulator (repeatable)."
@@ -31,7 +33,8 @@ def command(
         list[Path],
         typer.Argument(
             metavar="INPUT",
-            help="Rollout JSONL files, capture stores, pi / OpenClaw / Hermes session files, or folders holding them.",
+            help="Rollout JSONL files, capture stores, session files of pi, OpenClaw, Hermes, Claude Code, Codex or "
+            "OpenCode, or folders holding them.",
             show_default=False,
         ),
     ],
@@ -96,7 +99,7 @@ def command(
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
     """Assemble trajectories from retained artifacts: rollout rows, model-call capture stores and the
-    harnesses' own session files (pi, OpenClaw, Hermes).
+    harnesses' own session files (pi, OpenClaw, Hermes, Claude Code, Codex, OpenCode).
 
     Every rollout row yields one ng_trajectory record (schema 1.0); capture files and sessions
     without a row yield their own; rows with no identity are identified by file and line. Records

@@ -104,10 +104,11 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
             update = feedback.step(f"{source.name} -> Parquet", source.stat().st_size, in_bytes=True)
             counts = jsonl_to_dataset(source, output, sink, max_line_bytes=max_line_bytes, on_progress=update)
         feedback.finish_steps()
-    code = EXIT_DATA if counts.skipped or sink.errors else EXIT_OK
+    code = EXIT_DATA if counts.skipped or sink.errors or not counts.written else EXIT_OK
+    kept = "" if counts.written or source.is_dir() else f" (nothing written: {output} was left as it was)"
     line = (
-        f"converted {counts.written} trajectories: {source} -> {output}; {counts.skipped} record(s) skipped, "
-        f"{sink.errors} error(s), {sink.warnings} warning(s)"
+        f"converted {counts.written} trajectories: {source} -> {output}{kept}; {counts.skipped} record(s) "
+        f"skipped, {sink.errors} error(s), {sink.warnings} warning(s)"
     )
     data = {
         "source": safe_text(source),

@@ -15,6 +15,7 @@ Records that fail the contract are reported (``ng-traj validate`` diagnostics) a
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from ng_traj.checks import TRAJECTORY_MISSING, findings_from_error, is_bare_traj
 from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
 from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.atomic import AbortWrite
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.writers.jsonl import record_json
 from ng_traj.writers.parquet import open_dataset
@@ -79,12 +81,14 @@ def jsonl_to_dataset(
 
     ``on_progress`` is called with the bytes of ``source`` read so far, after every line.
 
+    When no trajectory converts, nothing is written: what ``target`` held stays as it was.
+
     Raises:
         RunError: ``target`` cannot be written or holds something other than a dataset.
     """
     counts = Converted()
     name, run = str(source), source.name
-    with open_dataset(target, chunk_size=chunk_size) as dataset:
+    with contextlib.suppress(AbortWrite), open_dataset(target, chunk_size=chunk_size) as dataset:
         for line in read_json_objects(source, sink, max_line_bytes=max_line_bytes):
             if on_progress is not None:
                 on_progress(line.offset + line.size)
@@ -104,6 +108,8 @@ def jsonl_to_dataset(
             for problem in dataset.add(record, extras):
                 sink.add(Diagnostic("warning", "value_out_of_range", problem, path=name, line=line.line))
             counts.written += 1
+        if not counts.written:
+            raise AbortWrite  # nothing to convert: a dataset already at ``target`` stays as it was
     return counts
 
 
