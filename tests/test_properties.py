@@ -191,8 +191,12 @@ OTHER_INPUTS = [FIXTURES / "pi" / "compaction.jsonl", FIXTURES / "openclaw" / "t
 
 @pytest.fixture(scope="module")
 def order_baseline(tmp_path_factory) -> bytes:
-    out = tmp_path_factory.mktemp("order") / "out.jsonl"
-    inputs = [*sorted(RETAINED.iterdir()), *OTHER_INPUTS]
+    """The build of a copy beside the shuffled ones: where two stores hold one call id, the lexically
+    first store path wins, so every copy must sit at the same place relative to the other inputs."""
+    folder = tmp_path_factory.mktemp("shuffled")
+    shutil.copytree(RETAINED, folder / "input")
+    out = folder / "out.jsonl"
+    inputs = [*sorted((folder / "input").iterdir()), *OTHER_INPUTS]
     assert run_cli("build", *inputs, "-o", out).exit_code == 0
     return out.read_bytes()
 
