@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sqlite3
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -111,3 +112,38 @@ def rewrite_table(dataset: Path, name: str, table) -> None:
     manifest = orjson.loads((dataset / "ng_traj.json").read_bytes())
     manifest["tables"][name]["rows"] = table.num_rows
     (dataset / "ng_traj.json").write_bytes(orjson.dumps(manifest))
+
+
+def build_db(export: dict, target: Path, *, wal: bool = False) -> Path:
+    """Create the Hermes SQLite database a ``*.db.json`` export describes (DDL, then rows in order) at ``target``."""
+    connection = sqlite3.connect(target)
+    if wal:
+        connection.execute("PRAGMA journal_mode=wal")
+    for table in ("schema_version", "sessions", "messages"):
+        connection.execute(export["ddl"][table])
+    for table in ("schema_version", "sessions", "messages"):
+        for row in export[table]:
+            names = ", ".join(f'"{name}"' for name in row)
+            connection.execute(
+                f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", list(row.values())
+            )
+    connection.commit()
+    connection.close()
+    return target
+
+
+def build_valid(tmp_path: Path, *inputs: Path) -> list[dict]:
+    """Build ``inputs`` (exit 0, no traceback) and return the records, each free of contract errors."""
+    import orjson
+
+    from ng_traj.checks import check_line
+
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", *inputs, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    for record in records:
+        findings, _ = check_line(record)
+        assert [f for f in findings if f.severity == "error"] == []
+    return records

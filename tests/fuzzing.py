@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 from typer.testing import CliRunner
 
+from conftest import build_db
 from ng_traj.cli import app
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,24 +85,6 @@ UNITS: dict[str, tuple[str, tuple[str, ...] | None]] = {
 
 
 # --- units ---------------------------------------------------------------------------------------
-
-
-def build_db(export: dict, target: Path) -> Path:
-    """Create the SQLite database a ``*.db.json`` export describes (DDL, then rows in order)."""
-    import sqlite3
-
-    connection = sqlite3.connect(target)
-    for table in ("schema_version", "sessions", "messages"):
-        connection.execute(export["ddl"][table])
-    for table in ("schema_version", "sessions", "messages"):
-        for row in export[table]:
-            names = ", ".join(f'"{name}"' for name in row)
-            connection.execute(
-                f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", list(row.values())
-            )
-    connection.commit()
-    connection.close()
-    return target
 
 
 def materialise(name: str, target: Path) -> tuple[Path, list[Path]]:

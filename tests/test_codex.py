@@ -16,22 +16,10 @@ from pathlib import Path
 import orjson
 
 from conftest import FIXTURES, run_cli, run_json, shared_dir
-from ng_traj.checks import check_line
+from conftest import build_valid as _build
 
 CODEX = FIXTURES / "codex"
 PARENT = "019ede24-67de-7b11-b46f-7922530907a9"
-
-
-def _build(tmp_path: Path, *inputs: Path) -> list[dict]:
-    out = tmp_path / "out.jsonl"
-    result = run_cli("build", *inputs, "-o", out)
-    assert result.exit_code == 0, result.stderr
-    assert "Traceback" not in result.stderr
-    records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
-    for record in records:
-        findings, _ = check_line(record)
-        assert [f for f in findings if f.severity == "error"] == []
-    return records
 
 
 def _gaps(record: dict) -> list[tuple]:

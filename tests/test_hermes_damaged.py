@@ -12,9 +12,8 @@ import sqlite3
 from pathlib import Path
 
 import orjson
-from test_hermes_golden import build_db
 
-from conftest import FIXTURES, run_cli, run_json
+from conftest import FIXTURES, build_db, run_cli, run_json
 
 V6 = FIXTURES / "hermes" / "db_v6_lineage" / "input" / "state.db.json"
 ROOT = "20260325_090000_root01"

@@ -12,35 +12,16 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 from pathlib import Path
 
 import orjson
 import pytest
 
-from conftest import FIXTURES, run_cli, run_json
+from conftest import FIXTURES, build_db, run_cli, run_json
 from ng_traj.checks import check_line
 
 HERMES = FIXTURES / "hermes"
 N = None
-
-
-def build_db(export: dict, target: Path, *, wal: bool = False) -> Path:
-    """Create the SQLite database an export describes (DDL, then rows in order) at ``target``."""
-    connection = sqlite3.connect(target)
-    if wal:
-        connection.execute("PRAGMA journal_mode=wal")
-    for table in ("schema_version", "sessions", "messages"):
-        connection.execute(export["ddl"][table])
-    for table in ("schema_version", "sessions", "messages"):
-        for row in export[table]:
-            names = ", ".join(f'"{name}"' for name in row)
-            connection.execute(
-                f"INSERT INTO {table} ({names}) VALUES ({', '.join('?' * len(row))})", list(row.values())
-            )
-    connection.commit()
-    connection.close()
-    return target
 
 
 def materialise(source: Path, target: Path) -> Path:

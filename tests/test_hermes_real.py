@@ -19,9 +19,8 @@ from pathlib import Path
 
 import orjson
 import pytest
-from test_hermes_golden import build_db
 
-from conftest import run_json, shared_dir
+from conftest import build_db, run_json, shared_dir
 from ng_traj.checks import check_line
 
 LAYOUT = {

@@ -13,11 +13,10 @@ import shutil
 from collections import Counter
 from pathlib import Path
 
-import orjson
 import pytest
 
-from conftest import run_cli, shared_dir
-from ng_traj.checks import check_line
+from conftest import build_valid as _build
+from conftest import shared_dir
 
 
 def _lines(path: Path) -> list[dict]:
@@ -60,18 +59,6 @@ def _independent_counts(path: Path) -> dict:
 
 def _samples(kind: str) -> list[Path]:
     return sorted(p for p in shared_dir("producer-samples", kind).iterdir() if ".jsonl" in p.name)
-
-
-def _build(tmp_path: Path, *inputs: Path) -> list[dict]:
-    out = tmp_path / "out.jsonl"
-    result = run_cli("build", *inputs, "-o", out)
-    assert result.exit_code == 0, result.stderr
-    assert "Traceback" not in result.stderr
-    records = [orjson.loads(line) for line in out.read_bytes().splitlines()]
-    for record in records:
-        findings, _ = check_line(record)
-        assert [f for f in findings if f.severity == "error"] == []
-    return records
 
 
 @pytest.mark.parametrize("kind", ["pi", "openclaw"])

@@ -120,6 +120,26 @@ READERS: dict[str, NativeReader] = {}
 """Registered native readers by name; a reader module registers itself with :func:`register`."""
 
 
+@dataclass(frozen=True)
+class FunctionReader:
+    """A :class:`NativeReader` made of a reader module's ``sniff``, ``index`` and ``load`` functions."""
+
+    name: str
+    source: str
+    sniff_fn: Callable[[Sniffed], Claim | None]
+    index_fn: Callable[[Sequence[Path], DiagnosticSink], list[NativeUnit]]
+    load_fn: Callable[[NativeUnit, DiagnosticSink], NativeObservations]
+
+    def sniff(self, sniffed: Sniffed) -> Claim | None:
+        return self.sniff_fn(sniffed)
+
+    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+        return self.index_fn(files, sink)
+
+    def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
+        return self.load_fn(unit, sink)
+
+
 def register(reader: NativeReader) -> NativeReader:
     """Add ``reader`` to :data:`READERS` (its ``name`` is also the input kind its sniffer claims)."""
     READERS[reader.name] = reader

@@ -46,7 +46,7 @@ from ng_traj.sources.hermes.files import (
 from ng_traj.sources.hermes.sessions import SOURCE, Tree, build_tree
 from ng_traj.sources.hermes.sharegpt import is_sharegpt, sharegpt_messages
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
+from ng_traj.sources.native import FunctionReader, NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.sniff import Claim, Sniffed, first_record, later_records
 
 NAME = "hermes"
@@ -374,19 +374,4 @@ def load(unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
     return observations
 
 
-@dataclass(frozen=True)
-class _Reader:
-    name: str = NAME
-    source: str = SOURCE
-
-    def sniff(self, sniffed: Sniffed) -> Claim | None:
-        return sniff(sniffed)
-
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
-        return index(files, sink)
-
-    def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
-        return load(unit, sink)
-
-
-READER = register(_Reader())
+READER = register(FunctionReader(NAME, SOURCE, sniff, index, load))

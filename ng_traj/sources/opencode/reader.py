@@ -27,7 +27,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.io.lines import read_json_file
 from ng_traj.sources import sqlite_copy
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
+from ng_traj.sources.native import FunctionReader, NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.opencode import store as stores
 from ng_traj.sources.opencode.observe import SessionObservation, observe, token_stats
 from ng_traj.sources.sniff import Claim, Sniffed
@@ -309,19 +309,4 @@ def _totals(sessions: Any) -> dict[str, int]:
     return summed
 
 
-@dataclass(frozen=True)
-class _Reader:
-    name: str = NAME
-    source: str = SOURCE
-
-    def sniff(self, sniffed: Sniffed) -> Claim | None:
-        return sniff(sniffed)
-
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
-        return index(files, sink)
-
-    def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
-        return load(unit, sink)
-
-
-READER = register(_Reader())
+READER = register(FunctionReader(NAME, SOURCE, sniff, index, load))
