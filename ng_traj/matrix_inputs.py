@@ -24,21 +24,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError
-
 from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
-from ng_traj.checks import findings_from_error, is_bare_trajectory
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.contract.revisions import keys_0_7
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
-from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
+from ng_traj.diagnostics import DiagnosticSink, RunError
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.io.spans import text_copies
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
+from ng_traj.records import ReadRecord, read_dataset_records, read_file, row_facts
 from ng_traj.sources.capture.record import token_stats
 from ng_traj.sources.detect import walk
 from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import first_record
+from ng_traj.writers.dataset_paths import is_dataset
 
 TRAJECTORY_KEYS = frozenset({"schema_version", "task_id", "rollout_id"})
 PRODUCER_TRAJECTORY = "ng_trajectory"
@@ -87,7 +86,10 @@ def classify(paths: list[Path]) -> MatrixInputs:
     for named in paths:
         if not named.exists():
             raise RunError(f"{named}: no such file or directory")
-    kinds = {named: [(file, _kind(file)) for file in walk(named)] for named in paths}
+    kinds = {
+        named: [(named, "dataset")] if is_dataset(named) else [(file, _kind(file)) for file in walk(named)]
+        for named in paths
+    }
     built = ("raw", "rows") if any(k == "raw" for files in kinds.values() for _, k in files) else ("raw",)
     inputs = MatrixInputs()
     for named, files in kinds.items():
@@ -102,50 +104,45 @@ def classify(paths: list[Path]) -> MatrixInputs:
 
 def row_context(row: Mapping[str, Any], record: TrajectoryRecord) -> RecordContext:
     """Agent, producer and rollout-level usage of a row (``matrix.RecordContext``)."""
-    agent_ref = row.get("agent_ref")
-    agent = agent_ref.get("name") if isinstance(agent_ref, Mapping) else None
-    bundle = row.get("ng_agent_observations")
-    source = bundle.get("source") if isinstance(bundle, Mapping) else None
-    if not (isinstance(source, str) and source):
+    agent, source, _ = row_facts(row)
+    if source is None:
         source = PRODUCER_TRAJECTORY if agent_invocations(record) else NO_PRODUCER
     response = row.get("response")
     stats = token_stats(response.get("usage") if isinstance(response, Mapping) else None)
     usage = any(stats[name] is not None for name in ("tokens_in", "tokens_out", "tokens_total"))
-    return RecordContext(agent if isinstance(agent, str) and agent else None, source, usage)
+    return RecordContext(agent, source, usage)
 
 
 def read_records(
     path: Path, sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, label: str | None = None
 ) -> Iterator[MatrixRecord]:
-    """Stream the records of one trajectory file or trajectory-rows file.
+    """Stream the records of one trajectory file, trajectory-rows file or Parquet dataset
+    (``records.py``; what cannot be read is reported there and skipped).
 
     Args:
-        path: The file.
+        path: The file or dataset folder.
         sink: Receives one diagnostic per skipped line or record.
         max_line_bytes: Longer lines are skipped and reported.
         label: Name to report instead of ``path`` (the built temporary file).
     """
-    name = label or str(path)
-    for line in read_json_objects(path, sink, max_line_bytes=max_line_bytes):
-        row = None if is_bare_trajectory(line.value) else line.value
-        value = row.get("ng_trajectory") if row is not None else line.value
-        where = {"path": name, "line": line.line, "offset": line.offset}
-        if value is None:
-            sink.add(
-                Diagnostic(
-                    "warning", "trajectory_missing", "the rollout row has no ng_trajectory; not evaluated", **where
-                )
-            )
-            continue
-        try:
-            record = TrajectoryRecord.model_validate(value)
-        except ValidationError as exc:
-            finding = next(findings_from_error(exc, value, "ng_trajectory" if row is not None else ""))
-            message = f"{finding.message}; not evaluated (ng-traj validate lists every problem)"
-            sink.add(Diagnostic("error", finding.code, message, pointer=finding.pointer or None, **where))
-            continue
-        context = row_context(row, record) if row is not None else _plain_context(record)
-        yield MatrixRecord(record, context, bool(keys_0_7(value)))
+    if is_dataset(path):
+        found = read_dataset_records(path, sink)
+    else:
+        found = read_file(path, sink, max_line_bytes=max_line_bytes, label=label)
+    for read in found:
+        if read.row is not None:
+            context = row_context(read.row, read.record)
+        elif read.kind == "dataset":
+            context = _dataset_context(read)
+        else:
+            context = _plain_context(read.record)
+        yield MatrixRecord(read.record, context, bool(keys_0_7(read.value)))
+
+
+def _dataset_context(read: ReadRecord) -> RecordContext:
+    """A dataset keeps the row's agent and producer, not its usage."""
+    producer = read.producer or (PRODUCER_TRAJECTORY if agent_invocations(read.record) else NO_PRODUCER)
+    return RecordContext(read.agent, producer, False)
 
 
 def _plain_context(record: TrajectoryRecord) -> RecordContext:

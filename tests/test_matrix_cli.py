@@ -353,9 +353,18 @@ def test_producer_samples_matrix_is_pinned():
     }
 
 
-def test_a_parquet_dataset_is_refused_with_the_conversion_to_run(tmp_path):
-    dataset = tmp_path / "out.parquet"
-    assert run_cli("build", FIXTURES / "build" / "retained_run" / "input", "-o", dataset).exit_code == 0
-    result = run_cli("matrix", dataset)
-    assert result.exit_code == 2
-    assert f"is a Parquet dataset; matrix reads JSONL: ng-traj convert {dataset} -o FILE.jsonl first" in result.stderr
+def test_a_parquet_dataset_gives_the_matrix_of_its_jsonl(tmp_path):
+    built = FIXTURES / "build" / "retained_run" / "input"
+    dataset, rows = tmp_path / "out.parquet", tmp_path / "rows.jsonl"
+    assert run_cli("build", built, "-o", dataset).exit_code == 0
+    assert run_cli("build", built, "-o", rows, "--attach").exit_code == 0
+    from_dataset = run_cli("matrix", dataset, "--format", "json")
+    from_rows = run_cli("matrix", rows, "--format", "json")
+    assert from_dataset.exit_code == 0, from_dataset.stderr
+    groups = orjson.loads(from_dataset.stdout)["groups"]
+    assert [group["group"] for group in groups] == ["(unknown)", "math_agent"]
+    # the dataset keeps the rows' agents; rollout-level usage is not in a dataset, so only C2 may differ
+    by_rows = {group["group"]: group for group in orjson.loads(from_rows.stdout)["groups"]}
+    for group in groups:
+        for criterion in ("C1", "C3", "C4", "C5", "C6", "C7"):
+            assert group["cells"][criterion] == by_rows[group["group"]]["cells"][criterion]

@@ -32,7 +32,7 @@ def command(
         list[Path],
         typer.Argument(
             metavar="INPUT",
-            help="ng_trajectory JSONL, rollout JSONL carrying ng_trajectory, or raw inputs (built first).",
+            help="ng_trajectory JSONL, rollout JSONL carrying ng_trajectory, a Parquet dataset, or raw inputs (built first).",
             show_default=False,
         ),
     ],
@@ -156,15 +156,14 @@ def _write(data: dict, table_format: str, render) -> None:
 
 
 def _refuse_parquet(path: Path) -> None:
-    """Stop with a usage error naming the conversion when ``path`` is a Parquet dataset or table.
+    """Stop with a usage error when ``path`` is a Parquet file or a dataset of the first layout.
 
     Raises:
-        RunError: ``path`` is a dataset folder or a Parquet file.
+        RunError: ``path`` is a Parquet file, or a dataset folder of the first layout.
     """
     from ng_traj.writers.dataset_paths import OLD_LAYOUT, is_dataset, is_old_layout
 
     if is_old_layout(path):
         raise RunError(f"{path} {OLD_LAYOUT}")
-    if is_dataset(path):
-        raise RunError(f"{path} is a Parquet dataset; matrix reads JSONL: ng-traj convert {path} -o FILE.jsonl first")
-    refuse_parquet_file(path)
+    if not is_dataset(path):
+        refuse_parquet_file(path)

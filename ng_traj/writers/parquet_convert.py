@@ -32,7 +32,7 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.writers.jsonl import record_json
 from ng_traj.writers.parquet import open_dataset
 from ng_traj.writers.parquet_layout import CHUNK_SIZE
-from ng_traj.writers.parquet_read import read_dataset
+from ng_traj.writers.parquet_read import DatasetRecord, read_dataset
 from ng_traj.writers.parquet_rows import Extras, extras_of
 
 
@@ -114,7 +114,14 @@ def jsonl_to_dataset(
 
 
 def dataset_records(source: Path, sink: DiagnosticSink) -> Iterator[tuple[int, Any]]:
-    """Yield ``(trajectory_index, JSON value)`` of every trajectory of a dataset; report broken rows.
+    """Yield ``(trajectory_index, JSON value)`` of every trajectory of a dataset; report broken rows
+    (:func:`dataset_entries`)."""
+    for record in dataset_entries(source, sink):
+        yield record.index, record.value
+
+
+def dataset_entries(source: Path, sink: DiagnosticSink) -> Iterator[DatasetRecord]:
+    """Yield every trajectory of a dataset with its convenience columns; report broken rows.
 
     A trajectory whose rows do not form a value is reported (``dataset_invalid``) and yielded with
     the value ``None``.
@@ -134,7 +141,7 @@ def dataset_records(source: Path, sink: DiagnosticSink) -> Iterator[tuple[int, A
         if record.problem is not None:
             line = record.index + 1 if record.index >= 0 else None
             sink.add(Diagnostic("error", "dataset_invalid", record.problem, path=name, line=line))
-        yield record.index, record.value
+        yield record
 
 
 def dataset_to_jsonl(

@@ -10,7 +10,7 @@ are computed from them and not needed.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -102,6 +102,7 @@ class DatasetRecord:
     Attributes:
         stray_rows: Rows of child tables before this trajectory's that name no trajectory.
         missing_before: Trajectory indexes the ``trajectories`` table skips before this one.
+        columns: The trajectory's Parquet-only convenience columns (:data:`CONVENIENCE`), as read.
     """
 
     index: int
@@ -109,6 +110,11 @@ class DatasetRecord:
     problem: str | None = None
     stray_rows: int = 0
     missing_before: int = 0
+    columns: dict[str, Any] = field(default_factory=dict)
+
+
+CONVENIENCE = ("run", "agent", "producer", "reward", "source_file", "task_index", "rollout_index", "attempt")
+"""Columns of the ``trajectories`` table that ``ng_trajectory`` has no place for (``parquet_rows.py``)."""
 
 
 def read_dataset(path: Path) -> Iterator[DatasetRecord]:
@@ -150,13 +156,15 @@ def _joined(head: dict[str, Any], cursors: dict[str, _Cursor]) -> DatasetRecord:
     for name, cursor in cursors.items():
         tables[name], skipped = cursor.take(index)
         stray += skipped
+    columns = {name: head.get(name) for name in CONVENIENCE}
     problem = _incomplete(tables)
     if problem is not None:
-        return DatasetRecord(index, None, f"rows do not form the trajectory ({problem}); skipped", stray)
+        return DatasetRecord(index, None, f"rows do not form the trajectory ({problem}); skipped", stray, 0, columns)
     try:
-        return DatasetRecord(index, record_value(tables), None, stray)
+        return DatasetRecord(index, record_value(tables), None, stray, 0, columns)
     except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        return DatasetRecord(index, None, f"rows do not form a trajectory ({type(exc).__name__}: {exc})", stray)
+        problem = f"rows do not form a trajectory ({type(exc).__name__}: {exc})"
+        return DatasetRecord(index, None, problem, stray, 0, columns)
 
 
 _POSITIONS = {
