@@ -184,13 +184,15 @@ LEGACY = [
         "0",
         ["sess-a"],
         [("cc", N, (330, 50, N, 380, 200))],
-        [("no_sandbox_runtime", N, N), ("turns_unavailable", N, N)],
+        # its call is owned but the attachment kept no response: no captured turn, one from its conversation
+        [("no_sandbox_runtime", N, N), ("turns_from_transcript", N, N)],
     ),
     (
         "0-1",
         "0",
         ["0-1"],
         [("dd", "chatcmpl-b", (10, 2, N, 12, N))],
+        # no invocation owns the captured call, and its conversation holds no assistant output
         [("model_call_ownership_unavailable", N, "capture:" + "d" * 32 + ":call_index=0"), ("turns_unavailable", N, N)],
     ),
     ("1-0", "1", ["root"], [("ee", "resp_c", (10, 1, 0, 11, 0))], []),

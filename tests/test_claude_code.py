@@ -96,7 +96,51 @@ def test_real_session_builds_with_counts_from_a_plain_reading(tmp_path):
     assert items["reasoning"] == expected["reasoning"]
     assert _gaps(record)["model_call_usage_from_transcript"] == expected["model_calls"]
     assert _gaps(record)["tool_timing_unavailable"] == expected["tool_calls"]  # no durations in this file
-    assert record["turns"] == []  # without captured calls nothing owns a turn
+    # without captured calls nothing owns a turn: one turn per response, read from the transcript
+    turns = record["turns"]
+    assert [(t["turn_no"], t["step_count"], len(t["question"])) for t in turns] == _plain_turns(path)
+    assert len(turns) == expected["model_calls"]
+    assert [len(t["answer"]) + len(t["reasoning_content"] or []) for t in turns] == _plain_outputs(path)
+    assert _gaps(record)["turns_from_transcript"] == 1 and _gaps(record)["turns_unavailable"] == 0
+
+
+def _items_of(line: dict) -> list[tuple[str, str | None]]:
+    """The conversation items one line makes, each with the response it belongs to (None: input)."""
+    content = line["message"]["content"]
+    if line.get("type") == "user":
+        return [("input", None)] if isinstance(content, str) else [("input", None) for b in content]
+    rid = line["message"]["id"]
+    return [("output", rid) for b in content if b["type"] == "tool_use" or b.get(b["type"])]
+
+
+def _plain_turns(path: Path) -> list[tuple[int, int, int]]:
+    """(turn number, tool calls of earlier responses, items before the response's first item)."""
+    items = [item for line in _lines(path) if line.get("type") in ("user", "assistant") for item in _items_of(line)]
+    tools = Counter(b["message"]["id"] for b in _tool_blocks(path))
+    firsts = {}
+    for position, (_, rid) in enumerate(items):
+        if rid is not None:
+            firsts.setdefault(rid, position)
+    steps, turns = 0, []
+    for number, (rid, position) in enumerate(firsts.items(), 1):
+        turns.append((number, steps, position))
+        steps += tools[rid]
+    return turns
+
+
+def _plain_outputs(path: Path) -> list[int]:
+    items = [item for line in _lines(path) if line.get("type") == "assistant" for item in _items_of(line)]
+    return list(Counter(rid for _, rid in items).values())
+
+
+def _tool_blocks(path: Path) -> list[dict]:
+    return [
+        {"message": line["message"]}
+        for line in _lines(path)
+        if line.get("type") == "assistant"
+        for b in line["message"]["content"]
+        if b["type"] == "tool_use"
+    ]
 
 
 def test_per_block_usage_is_counted_once_per_response(tmp_path):

@@ -46,7 +46,20 @@ def _plain_counts(path: Path) -> dict:
     calls = sum(1 for i, total in enumerate(totals) if total > max(totals[:i], default=-1))
     call_ids = {i["call_id"] for i in items if i["type"] == "function_call"}
     outputs = [i for i in items if i["type"] == "function_call_output" and i["call_id"] in call_ids]
-    return {"items": len(items), "calls": calls, "tools": len(outputs), "thread": lines[0]["payload"]["id"]}
+    thread = lines[0]["payload"]["id"]
+    return {"items": len(items), "calls": calls, "tools": len(outputs), "thread": thread, "turns": _turns(items)}
+
+
+def _turns(items: list[dict]) -> list[tuple[int, int, int]]:
+    """(turn number, function calls before it, items before it): a response starts at an item the
+    model wrote (reasoning, its message, a function call) that follows one it read."""
+
+    def written(item: dict) -> bool:
+        return item["type"] in ("reasoning", "function_call") or item.get("role") == "assistant"
+
+    starts = [n for n, item in enumerate(items) if written(item) and (n == 0 or not written(items[n - 1]))]
+    steps = [sum(item["type"] == "function_call" for item in items[:n]) for n in starts]
+    return [(number, step, n) for number, (step, n) in enumerate(zip(steps, starts, strict=True), 1)]
 
 
 def _real_samples() -> list[Path]:
@@ -64,7 +77,11 @@ def _check_real_tree(record: dict, samples: list[Path]) -> None:
     assert [len(i["conversation"]) for i in invocations] == [0, *(c["items"] for c in counts)]
     assert len(record["model_calls"]) == sum(c["calls"] for c in counts)
     assert len(record["tool_calls"]) == sum(c["tools"] for c in counts)
-    assert record["turns"] == []  # no rollout row and no capture: nothing to make turns from
+    # no rollout row and no capture: no captured turns; each thread's turns read from its transcript
+    turns = [(t["invocation_id"], t["turn_no"], t["step_count"], len(t["question"])) for t in record["turns"]]
+    assert turns == [(c["thread"], *turn) for c in counts for turn in c["turns"]]
+    assert sum(len(c["turns"]) for c in counts) == sum(c["calls"] for c in counts)
+    assert ("turns_from_transcript", None, None) in _gaps(record)
     gaps = _gaps(record)
     assert ("agent_transcript_unavailable", PARENT, PARENT) in gaps
     assert ("subagent_hierarchy_incomplete", None, None) in gaps

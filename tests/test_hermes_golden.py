@@ -56,7 +56,10 @@ def records(produced: bytes) -> dict[str, dict]:
     return {record["rollout_id"]: record for record in map(orjson.loads, produced.splitlines())}
 
 
-def gaps(record: dict, *, skip: tuple[str, ...] = ("turns_unavailable", "model_calls_unavailable")) -> list[tuple]:
+SKIPPED = ("turns_unavailable", "turns_from_transcript", "model_calls_unavailable")
+
+
+def gaps(record: dict, *, skip: tuple[str, ...] = SKIPPED) -> list[tuple]:
     return [(g["code"], g["invocation_id"], g["detail"]) for g in record["gaps"] if g["code"] not in skip]
 
 
@@ -213,7 +216,7 @@ def test_db_v23_in_place_compaction_api_content_and_reasoning_spellings(tmp_path
     assert inv["conversation"][5]["encrypted_content"] == "gAAAAB"
     assert inv["status"] == "completed" and inv["duration_ms"] == 300000.0
     assert tools(record) == [(s, "call_c1", "vision_analyze", "unknown", N)]
-    assert gaps(record, skip=("turns_unavailable", "model_calls_unavailable", "rollout_record_unavailable")) == [
+    assert gaps(record, skip=(*SKIPPED, "rollout_record_unavailable")) == [
         ("agent_artifact_record_unparseable", s, "state.db:messages.id=50:tool_calls"),
         ("tool_outcome_unavailable", s, "call_c1"),
         ("tool_timing_unavailable", s, "call_c1"),
@@ -265,7 +268,7 @@ def test_forms_one_invocation_per_session_database_authoritative(tmp_path: Path)
     g = "20260402_090000_gate01"
     # session_meta skipped; line 5 is not JSON, line 7 is a truncated last line.
     assert invocations(gate) == [(g, N, "completed", N, [M, R, M, F, OUT, M])]
-    assert gaps(gate, skip=("turns_unavailable", "model_calls_unavailable", "rollout_record_unavailable")) == [
+    assert gaps(gate, skip=(*SKIPPED, "rollout_record_unavailable")) == [
         ("local_timestamp_unconverted", g, "timestamp"),
         ("agent_artifact_record_unparseable", g, f"{g}.jsonl:5"),
         ("agent_artifact_record_unparseable", g, f"{g}.jsonl:7"),

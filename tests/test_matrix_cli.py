@@ -272,12 +272,13 @@ def test_gym_examples_matrix_is_pinned():
 # hermes = 3 session logs + 2 gateway transcripts + 13 ShareGPT lines: no per-call usage and no tool times;
 # tool calls in the cron log, one gateway transcript and the compaction transcript. opencode = the 1.17.11
 # export: 2 step-finish calls with usage (no capture), 1 tool with start and end, producer turns whose
-# question is null (as upstream's OpenCode turns).
+# question is null (as upstream's OpenCode turns). C3: no capture, so every producer but OpenCode has its
+# turns read from the transcript (one per assistant model call); with no rollout row, none is resolved.
 PRODUCER_SAMPLES = {
     "claude_code": {
         "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
         "C2": ("V 1/1", None, 0),
-        "C3": ("X 0/1", "gap:turns_unavailable", 1),
+        "C3": ("O 0/1", "missing:turns[].resolved", 1),
         "C4": ("V 1/1", None, 0),
         "C5": ("X 0/1", "gap:tool_timing_unavailable", 1),
         "C6": ("X 0/1", "gap:tool_timing_unavailable", 1),
@@ -286,7 +287,7 @@ PRODUCER_SAMPLES = {
     "codex": {  # one tree; its root thread's own rollout is not among the samples
         "C1": ("O 0/1", "gap:model_call_usage_from_transcript", 1),
         "C2": ("V 1/1", None, 0),
-        "C3": ("X 0/1", "gap:turns_unavailable", 1),
+        "C3": ("O 0/1", "missing:turns[].resolved", 1),  # the sub-agent threads' turns
         "C4": ("O 0/1", "gap:agent_transcript_unavailable", 1),
         "C5": ("V 1/1", None, 0),
         "C6": ("X 0/1", "missing:parallel_tool_calls", 1),
@@ -295,7 +296,7 @@ PRODUCER_SAMPLES = {
     "hermes": {
         "C1": ("X 0/18", "gap:model_calls_unavailable", 18),
         "C2": ("X 0/18", "gap:model_calls_unavailable", 18),
-        "C3": ("X 0/18", "gap:turns_unavailable", 18),
+        "C3": ("O 0/18", "missing:turns[].resolved", 18),
         "C4": ("V 18/18", None, 0),
         "C5": ("X 0/3", "gap:tool_timing_unavailable", 3),
         "C6": ("X 0/3", "gap:tool_timing_unavailable", 3),
@@ -305,7 +306,7 @@ PRODUCER_SAMPLES = {
     "openclaw": {
         "C1": ("O 0/3", "gap:model_call_usage_from_transcript", 3),
         "C2": ("V 3/3", None, 0),
-        "C3": ("X 0/3", "gap:turns_unavailable", 3),
+        "C3": ("O 0/3", "missing:turns[].resolved", 3),
         "C4": ("O 2/3", "gap:agent_transcript_unavailable", 1),
         "C5": ("O 0/3", "gap:tool_timing_unavailable", 3),
         "C6": ("O 0/3", "gap:tool_timing_unavailable", 3),
@@ -323,7 +324,7 @@ PRODUCER_SAMPLES = {
     "pi": {
         "C1": ("O 0/3", "gap:model_call_usage_from_transcript", 3),
         "C2": ("V 3/3", None, 0),
-        "C3": ("X 0/3", "gap:turns_unavailable", 3),
+        "C3": ("O 0/3", "missing:turns[].resolved", 3),
         "C4": ("V 3/3", None, 0),
         "C5": ("X 0/3", "gap:tool_timing_unavailable", 3),
         "C6": ("X 0/3", "gap:tool_timing_unavailable", 3),
@@ -344,7 +345,7 @@ def test_producer_samples_matrix_is_pinned():
         "(unknown)": {
             "C1": ("O 0/27", "gap:model_calls_unavailable", 18),
             "C2": ("O 9/27", "gap:model_calls_unavailable", 18),
-            "C3": ("O 0/27", "gap:turns_unavailable", 26),
+            "C3": ("O 0/27", "missing:turns[].resolved", 26),
             "C4": ("O 25/27", "gap:agent_transcript_unavailable", 2),
             "C5": ("O 2/12", "gap:tool_timing_unavailable", 10),
             "C6": ("O 1/12", "gap:tool_timing_unavailable", 10),

@@ -226,6 +226,7 @@ class _Bundles:
     values: list[Any] = field(default_factory=list)
     joined: AgentObservationBundle | None = None
     transcript_calls: list[Any] = field(default_factory=list)
+    turn_calls: list[Any] = field(default_factory=list)
     session_totals: Counter[str] = field(default_factory=Counter)
     turns: list[dict[str, Any]] = field(default_factory=list)
     turn_gaps: list[Any] = field(default_factory=list)
@@ -273,6 +274,7 @@ def _bundles(
     result = _Bundles(session_totals=totals)
     natives = _natives(slot, row_bundle.source if row_bundle else None, capture, options, sink, totals, result)
     result.transcript_calls = [call for n in natives for call in n.transcript_calls]
+    result.turn_calls = [call for n in natives for call in n.turn_calls]
     to_join = ([row_bundle] if row_bundle is not None else []) + [n.bundle for n in natives]
     if capture.recomputed and value is not None and row_bundle is None:
         capture.gaps.append({"code": "agent_observation_join_failed"})
@@ -362,6 +364,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         fallback=(lambda: fallback_invocation(row)) if row is not None else None,
         build_gaps=[*_identity_gap(slot), *slot.build_gaps, *judge.gaps],
         resolved=row.get("resolved") if row is not None else None,
+        native_calls=bundles.turn_calls,
     )
     record, failed = build_trajectory(inputs)
     if failed is not None:

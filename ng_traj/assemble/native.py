@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from ng_traj.assemble.turns import TranscriptCall
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ModelCallRecord, ModelCallRef, ObservationGap
 from ng_traj.contract.trajectory import TrajectoryModelCall
 from ng_traj.sources.native import NativeCall, NativeObservations
@@ -30,11 +31,13 @@ TRANSCRIPT_GAP = "model_call_usage_from_transcript"
 
 @dataclass
 class ResolvedNative:
-    """A native bundle with refs made, the gaps of doing so, and transcript-only model calls."""
+    """A native bundle with refs made, the gaps of doing so, transcript-only model calls, and every
+    native call as transcript turns need it (in file order)."""
 
     bundle: AgentObservationBundle
     gaps: list[ObservationGap] = field(default_factory=list)
     transcript_calls: list[TrajectoryModelCall] = field(default_factory=list)
+    turn_calls: list[TranscriptCall] = field(default_factory=list)
 
 
 def _tool_key(record: ModelCallRecord) -> frozenset[str]:
@@ -77,7 +80,9 @@ def resolve_native(observations: NativeObservations, records: Sequence[ModelCall
         matched, tried = captured.match(call) if captured is not None else (None, None)
         if matched is not None and (matched.model_call_id or (matched.model_ref and matched.response_id)):
             refs.setdefault(call.invocation_id, []).append(_ref(matched))
+            resolved.turn_calls.append(_turn_call(call, refs[call.invocation_id][-1]))
             continue
+        resolved.turn_calls.append(_turn_call(call, None))
         if captured is not None:
             code = "model_call_reference_unmatched" if tried else "model_response_id_unavailable"
             resolved.gaps.append(ObservationGap(code=code, invocation_id=call.invocation_id, detail=tried))
@@ -92,6 +97,12 @@ def resolve_native(observations: NativeObservations, records: Sequence[ModelCall
         resolved.gaps.extend(ObservationGap(code="model_call_ownership_unavailable", invocation_id=i) for i in calling)
     resolved.bundle = _with_refs(observations.bundle, refs)
     return resolved
+
+
+def _turn_call(call: NativeCall, ref: ModelCallRef | None) -> TranscriptCall:
+    transcript = call.transcript_call
+    timestamp = (transcript.started_at or transcript.completed_at) if transcript is not None else None
+    return TranscriptCall(call.invocation_id, call.tool_call_ids, timestamp, ref)
 
 
 def _with_refs(bundle: AgentObservationBundle, refs: dict[str, list[ModelCallRef]]) -> AgentObservationBundle:

@@ -15,9 +15,11 @@ Source: ``_build_trajectory_record`` in ``nemo_gym/rollout_collection.py`` of ne
   nemo-gym 0.7.0 among them) and token stats projected; merged into a producer call with the same
   ``model_call_id`` (capture's non-null values win), else appended.
 * Step D2, when the row has no producer trajectory object: one turn per owned call with a response
-  (``assemble/turns.py``), in call order.
+  (``assemble/turns.py``), in call order. Where that makes none, ng-traj reads the turns from the
+  invocations' own conversations (``turns_from_transcript``, with the gap of that name).
 * Step E, ``model_calls_unavailable``; ``turns_unavailable`` when there are no turns and no valid
-  producer trajectory (a producer that validly reports no turns has said so); ``conversation_unavailable``.
+  producer trajectory (a producer that validly reports no turns has said so), where turns read from
+  the transcript put ``turns_from_transcript`` instead; ``conversation_unavailable``.
 * Step F, gaps de-duplicated by ``(code, invocation_id, detail)``; the record validated.
 
 ng-traj additions (marked by their own gaps, documented in ``docs/deviations.md``): the fallback root invocation placed before Step E, and collector-level gaps of the build placed before the
@@ -32,7 +34,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from ng_traj.assemble.turns import turns_from_calls
+from ng_traj.assemble.turns import TRANSCRIPT_GAP, TranscriptCall, turns_from_calls, turns_from_transcript
 from ng_traj.contract import (
     AgentInvocation,
     AgentObservationBundle,
@@ -89,6 +91,8 @@ class ProjectionInputs:
             (called only then, since validating a long row history costs time).
         build_gaps: ng-traj gaps about the rollout's artifacts (identity, attribution).
         resolved: The row's ``resolved`` value; carried by the last synthesised turn when a boolean.
+        native_calls: The native sessions' model calls in file order, for turns read from the
+            transcript when no captured call makes one.
     """
 
     task_id: str
@@ -101,6 +105,7 @@ class ProjectionInputs:
     fallback: Fallback | Callable[[], Fallback | None] | None = None
     build_gaps: Sequence[ObservationGap] = ()
     resolved: Any = None
+    native_calls: Sequence[TranscriptCall] = ()
 
 
 @dataclass
@@ -252,6 +257,7 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
             durations); the caller records ``trajectory_projection_failed``.
     """
     state = _State()
+    transcript = False
     _producer(state, inputs.producer_trajectory, inputs.task_id, inputs.rollout_id)
     for bundle in inputs.bundles:
         _observations(state, bundle)
@@ -261,6 +267,16 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
         state.turns = turns_from_calls(
             inputs.task_id, inputs.rollout_id, state.invocations, state.model_calls, inputs.resolved
         )
+        if not state.turns:
+            state.turns = turns_from_transcript(
+                inputs.task_id,
+                inputs.rollout_id,
+                state.invocations,
+                inputs.native_calls,
+                state.model_calls,
+                inputs.resolved,
+            )
+            transcript = bool(state.turns)
     state.model_calls.extend(inputs.extra_calls)
     state.gaps.extend(inputs.build_gaps)
     if inputs.fallback is not None and not any(invocation.conversation for invocation in state.invocations):
@@ -270,6 +286,8 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
             state.gaps.append(fallback.gap)
     if not state.model_calls:
         state.gaps.append(ObservationGap(code="model_calls_unavailable"))
+    if transcript:
+        state.gaps.append(ObservationGap(code=TRANSCRIPT_GAP))
     if not state.turns and not state.producer_valid:
         state.gaps.append(ObservationGap(code="turns_unavailable"))
     if not any(invocation.conversation for invocation in state.invocations):

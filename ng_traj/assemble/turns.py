@@ -14,15 +14,24 @@ Per turn: ``turn_no`` counts the invocation's turns from 1; ``timestamp`` is ``s
 ``completed_at``, else 0.0; ``step_count`` is the number of tool calls the invocation's *earlier*
 turns requested; ``model_calls`` is the one ref of its call. Only the last turn of all carries
 ``resolved``, when the row's ``resolved`` is a boolean. Turns are not re-sorted.
+
+ng-traj's addition, :func:`turns_from_transcript`: where those rules leave a record without a
+producer trajectory with no turns (no capture, no owned call, no payloads), the turns are read from
+the invocations' own conversations, one per assistant model call, and the record carries the gap
+``turns_from_transcript``.
 """
 
 from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from pydantic import TypeAdapter
+
 from ng_traj.contract import AgentInvocation, ModelCallRef, TrajectoryModelCall, TrajectoryTurn
+from ng_traj.contract.conversation import ConversationItem
 
 REASONING_KEYS = ("reasoning_content", "reasoning")
 """Chat message keys holding reasoning text (vLLM writes ``reasoning_content``, newer servers ``reasoning``)."""
@@ -127,6 +136,184 @@ def turns_from_calls(
             )
         )
         steps[owner] += tools
+    if turns and isinstance(resolved, bool):
+        turns[-1] = turns[-1].model_copy(update={"resolved": resolved})
+    return turns
+
+
+TRANSCRIPT_GAP = "turns_from_transcript"
+"""ng-traj's gap on a record whose turns were read from the agent's own transcript."""
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptCall:
+    """One assistant model call a native session records, as transcript turns need it.
+
+    Attributes:
+        invocation_id: Invocation whose conversation holds the call's output items.
+        tool_call_ids: Provider tool-call ids the call issued (ties split output items to it).
+        timestamp: The call's start, else its completion, UTC Unix seconds; ``None`` when unknown.
+        ref: The ref of the captured call it matched by exact id, else ``None``.
+    """
+
+    invocation_id: str
+    tool_call_ids: frozenset[str] = frozenset()
+    timestamp: float | None = None
+    ref: ModelCallRef | None = None
+
+
+_ITEMS = TypeAdapter(list[ConversationItem])
+_REASONING, _MESSAGE, _CALL = 0, 1, 2
+
+
+def _output_rank(item: Any) -> int | None:
+    """Where an item sits in one model call's output (reasoning, message, tool calls), ``None`` for input.
+
+    Output items are assistant messages, ``reasoning`` items and tool calls (``function_call`` and the
+    other ``*_call`` items); everything else (user, system and developer messages, tool outputs,
+    compaction items) is input the model read.
+    """
+    kind = getattr(item, "type", None)
+    if kind == "message":
+        return _MESSAGE if getattr(item, "role", None) == "assistant" else None
+    if kind == "reasoning":
+        return _REASONING
+    return _CALL if isinstance(kind, str) and kind.endswith("_call") else None
+
+
+def _segments(items: Sequence[Any]) -> list[list[int]]:
+    """Positions of the output items of each model call, in conversation order.
+
+    A call's output is a run of output items in the order a model writes them (reasoning, then its
+    message, then its tool calls); an input item ends the run, and so does an item that goes back in
+    that order (a message or reasoning after a tool call, reasoning after a message, a second message).
+    """
+    segments: list[list[int]] = []
+    previous: int | None = None
+    for position, item in enumerate(items):
+        rank = _output_rank(item)
+        if rank is not None and (previous is None or rank < previous or rank == previous == _MESSAGE):
+            segments.append([])
+        if rank is not None:
+            segments[-1].append(position)
+        previous = rank
+    return segments
+
+
+def _call_ids(items: Sequence[Any], positions: Sequence[int]) -> list[str]:
+    return [item.call_id for item in (items[p] for p in positions) if getattr(item, "type", None) == "function_call"]
+
+
+def _merged(items: Sequence[Any], segments: list[list[int]], calls: Sequence[TranscriptCall]) -> list[list[int]]:
+    """Segments with a run of only tool calls joined to the one before when one native call issued both.
+
+    Claude Code writes each content block of a response as its own line and a tool's result right
+    after its ``tool_use``, so one call's parallel tool calls arrive with results between them.
+    """
+    owner = {tool: index for index, call in enumerate(calls) for tool in call.tool_call_ids}
+    merged: list[list[int]] = []
+    for segment in segments:
+        ids = _call_ids(items, segment)
+        only_calls = all(_output_rank(items[p]) == _CALL for p in segment)
+        before = {owner.get(tool) for tool in _call_ids(items, merged[-1])} if merged else set()
+        if merged and only_calls and ids and len(before) == 1 and {owner.get(t) for t in ids} <= before - {None}:
+            merged[-1].extend(segment)
+        else:
+            merged.append(list(segment))
+    return merged
+
+
+def _paired(
+    items: Sequence[Any], segments: list[list[int]], calls: Sequence[TranscriptCall]
+) -> list[TranscriptCall | None]:
+    """The native call of each segment: by position when the counts agree (both list the
+    invocation's calls in file order), else by a tool-call id the call issued, else none."""
+    if len(segments) == len(calls):
+        return list(calls)
+    owner = {tool: call for call in calls for tool in call.tool_call_ids}
+    return [next((owner[t] for t in _call_ids(items, segment) if t in owner), None) for segment in segments]
+
+
+def _invocation_turns(
+    task_id: str, rollout_id: str, invocation: AgentInvocation, calls: Sequence[TranscriptCall]
+) -> list[TrajectoryTurn]:
+    items = invocation.conversation
+    segments = _merged(items, _segments(items), calls)
+    if not segments:
+        return []
+    dumped = _ITEMS.dump_python(list(items), mode="json")
+    turns: list[TrajectoryTurn] = []
+    steps = 0
+    for number, (segment, call) in enumerate(zip(segments, _paired(items, segments, calls), strict=True), 1):
+        output = [dumped[p] for p in segment]
+        reasoning = [item for item in output if item.get("type") == "reasoning"]
+        answer = [item for item in output if item.get("type") != "reasoning"]
+        turns.append(
+            TrajectoryTurn(
+                invocation_id=invocation.invocation_id,
+                task_id=task_id,
+                rollout_id=rollout_id,
+                turn_no=number,
+                timestamp=call.timestamp if call is not None and call.timestamp is not None else 0.0,
+                question=dumped[: segment[0]],
+                answer=answer,
+                reasoning_content=reasoning or None,
+                step_count=steps,
+                model_calls=[call.ref] if call is not None and call.ref is not None else [],
+            )
+        )
+        steps += sum(item.get("type") == "function_call" for item in answer)
+    return turns
+
+
+def _ref_calls(invocation: AgentInvocation, model_calls: Sequence[TrajectoryModelCall]) -> list[TranscriptCall]:
+    """The invocation's own refs as its calls (a row bundle names no native call), timed by the
+    record's model call each names."""
+    by_call = {call.model_call_id: call for call in model_calls if call.model_call_id}
+    by_response = {c.response_metadata.response_id: c for c in model_calls if c.response_metadata.response_id}
+    calls = []
+    for ref in invocation.model_calls:
+        call = by_call.get(ref.model_call_id or "") or by_response.get(ref.response_id or "")
+        timestamp = (call.started_at or call.completed_at) if call is not None else None
+        calls.append(TranscriptCall(invocation.invocation_id, frozenset(), timestamp, ref))
+    return calls
+
+
+def turns_from_transcript(
+    task_id: str,
+    rollout_id: str,
+    invocations: Sequence[AgentInvocation],
+    calls: Sequence[TranscriptCall],
+    model_calls: Sequence[TrajectoryModelCall],
+    resolved: Any,
+) -> list[TrajectoryTurn]:
+    """One turn per assistant model call of each invocation's conversation, for a record upstream's
+    synthesis left without turns.
+
+    Per turn: ``question`` is the conversation items before the call's first output item (what the
+    model was given, in the conversation's own item shape); ``answer`` the call's output items other
+    than ``reasoning`` ones (its message and tool calls); ``reasoning_content`` its ``reasoning``
+    items, or null; ``step_count`` the ``function_call`` items of the invocation's earlier turns, as
+    :func:`turns_from_calls` counts them. ``timestamp`` and the one ref come from the call's native
+    record when it is known, else from the invocation's own refs when it has one per call (a row's
+    bundle), else 0.0 and no ref. Every invocation gets its own turns, sub-agents
+    too, as upstream's synthesis gives a sub-agent the calls it owns. Turns are sorted by
+    ``(timestamp, invocation_id, turn_no)``; the last carries ``resolved`` when it is a boolean.
+    """
+    by_invocation: dict[str, list[TranscriptCall]] = {}
+    for call in calls:
+        by_invocation.setdefault(call.invocation_id, []).append(call)
+    turns = [
+        turn
+        for invocation in invocations
+        for turn in _invocation_turns(
+            task_id,
+            rollout_id,
+            invocation,
+            by_invocation.get(invocation.invocation_id) or _ref_calls(invocation, model_calls),
+        )
+    ]
+    turns.sort(key=lambda turn: (turn.timestamp, turn.invocation_id, turn.turn_no))
     if turns and isinstance(resolved, bool):
         turns[-1] = turns[-1].model_copy(update={"resolved": resolved})
     return turns

@@ -164,6 +164,10 @@ NG_TRAJ_GAPS: dict[str, str] = {
         "are the transcript's usage, normalised to the inclusive convention; detail is its response id, "
         "else entry:<entry id>"
     ),
+    "turns_from_transcript": (
+        "no captured call made a turn, so the turns were read from the invocations' own conversations: one per "
+        "assistant model call, its question the conversation before it"
+    ),
     "agent_conversation_branch_abandoned": (
         "the session tree has entries off the active path (an abandoned branch, or another root): they are "
         "kept out of the conversation, their model calls are still counted; detail is the entry id the "
