@@ -189,6 +189,25 @@ def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
         return f"message role is not text ({quoted(message.get('role'))}); passed over"
     if message.get("content") is not None and not isinstance(message["content"], str | list):
         return f"message content is neither text nor a list of blocks ({type(message['content']).__name__}); not read"
+    return _block_problem(message.get("content"))
+
+
+_BLOCK_TEXT = {"text": "text", "thinking": "thinking"}
+"""Content block types whose text is read, and the key that holds it."""
+
+
+def _block_problem(content: Any) -> str | None:
+    """Why a block of a message's content list is passed over: it is not an object, its ``type`` is not
+    text, or a ``text`` / ``thinking`` block's text is not text; ``None`` when every block is read."""
+    for position, block in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(block, dict):
+            return f"content block {position} is not an object ({type(block).__name__}); passed over"
+        kind = block.get("type")
+        if not isinstance(kind, str):
+            return f"content block {position} has a type that is not text ({quoted(kind)}); passed over"
+        key = _BLOCK_TEXT.get(kind)
+        if key is not None and block.get(key) is not None and not isinstance(block[key], str):
+            return f"content block {position}: {key} is not text ({quoted(block[key])}); passed over"
     return None
 
 
