@@ -565,24 +565,6 @@ def explains(diagnostic: dict, mutated: Path, lines: tuple[int, ...]) -> bool:
 
 
 KNOWN: dict[str, tuple[str, Callable[[str, Mutation], bool]]] = {
-    "content_not_text": (
-        "a message's content, text block or ShareGPT value that is not text (a number, a list, a deep "
-        "value) is passed over without a diagnostic: the item it would have made is missing (pi, "
-        "OpenClaw, Hermes)",
-        lambda operator, m: (
-            operator in ("type_swap", "deep_nesting")
-            and bool(m.value_path)
-            and m.value_path[-1] in ("content", "text", "value", "system_prompt")
-        ),
-    ),
-    "message_not_object": (
-        "a Hermes snapshot or ShareGPT message that is not an object is passed over without a diagnostic",
-        lambda operator, m: (
-            operator in ("type_swap", "deep_nesting", "huge_value")
-            and len(m.value_path) == 2
-            and m.value_path[0] in ("messages", "conversations")
-        ),
-    ),
     "snapshot_session_id": (
         "a Hermes session snapshot whose session_id is not text is no reader's file: in a folder that is an "
         "info (input_unclaimed), and the session is missing",
@@ -603,7 +585,7 @@ KNOWN: dict[str, tuple[str, Callable[[str, Mutation], bool]]] = {
         ),
     ),
     "structure_replaced": (
-        "a list or an object a reader expects (a ShareGPT conversations list, a row's responses_create_params, "
+        "a list or an object a reader expects (a ShareGPT conversations list, a tool result content list, "
         "a content block) replaced by a value of another type, or nested 1,000 deep, is passed over without "
         "a diagnostic: what it held is missing",
         lambda operator, m: operator in ("type_swap", "deep_nesting", "huge_value") and m.replaced_container,

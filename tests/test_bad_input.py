@@ -528,3 +528,30 @@ def test_a_gateway_message_whose_content_is_an_object_nested_1000_deep_costs_its
     assert "native_load_failed" not in [d["code"] for d in result.diagnostics]
     [record] = _records(tmp_path / "out.jsonl")
     assert len(record["tool_calls"]) == 1
+
+
+@pytest.mark.parametrize("header", [True, False], ids=["with_header", "without_header"])
+@pytest.mark.parametrize("where", ["next", "end"])
+def test_a_repeated_message_end_event_is_one_message_and_keeps_its_tool_call(tmp_path, header, where):
+    lines = JSON_MODE.read_bytes().splitlines()
+    source = lines if header else lines[1:]
+    (tmp_path / "plain").mkdir()
+    plain = _with_lines(tmp_path / "plain", JSON_MODE, lambda _: source)
+    expected, _ = _observed(plain, tmp_path / "plain.jsonl")
+    call = next(i for i, line in enumerate(source) if b"toolCall" in line and b"message_end" in line)
+    at = call + 1 if where == "next" else len(source)
+    path = _with_lines(tmp_path, JSON_MODE, lambda _: [*source[:at], source[call], *source[at:]])
+    observed, stderr = _observed(path, tmp_path / "out.jsonl")
+    assert _without_line_ids(observed) == _without_line_ids(expected)  # ids name lines, which moved
+    assert [tool["tool_call_id"] for tool in expected[2]] == ["call_py"] and expected[1] == 2
+    assert f"{path}:{at + 1}: warning[pi_entry_repeated]: a copy of line {call + 1}; read once" in stderr
+
+
+def test_events_a_json_mode_log_repeats_by_nature_are_no_copies(tmp_path):
+    """``turn_start``, ``message_update`` and the like repeat in every real log: no ``pi_entry_repeated``."""
+    lines = JSON_MODE.read_bytes().splitlines()[1:]
+    events = [line for line in lines if b'"message_end"' not in line and b'"agent_' not in line]
+    path = _with_lines(tmp_path, JSON_MODE, lambda _: [*lines[:-1], *events, lines[-1]])
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert [d["code"] for d in result.diagnostics if d["code"] == "pi_entry_repeated"] == []

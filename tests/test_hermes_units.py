@@ -124,9 +124,9 @@ def test_normalise_matches_the_reference_item_order_and_ids() -> None:
 
 def test_sharegpt_text_that_only_looks_like_a_call_stays_text() -> None:
     turns = [{"from": "gpt", "value": "<think>\n</think>\nI will call <tool_call>\nnot json\n</tool_call>"}]
-    messages, gaps = sharegpt_messages(turns, "inv")
+    messages, gaps, skipped = sharegpt_messages(turns, "inv")
     assert messages == [{"role": "assistant", "content": "I will call <tool_call>\nnot json\n</tool_call>"}]
-    assert gaps == []
+    assert gaps == [] and skipped == []
 
 
 def test_sharegpt_extra_responses_are_kept_as_outputs() -> None:
@@ -138,7 +138,7 @@ def test_sharegpt_extra_responses_are_kept_as_outputs() -> None:
             '<tool_response>\n{"tool_call_id": "c2", "name": "unknown", "content": "2"}\n</tool_response>',
         },
     ]
-    messages, _ = sharegpt_messages(turns, "inv")
+    messages, _, _ = sharegpt_messages(turns, "inv")
     assert [m.get("tool_call_id") for m in messages] == [None, "c1", "c2"]
     assert normalise(messages, "inv").gaps[0].code == "tool_result_unowned"
 

@@ -36,15 +36,26 @@ from ng_traj.io.spans import text_copy
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import NativeUnit, index_units, load_unit
-from ng_traj.sources.rollouts.rows import Identity, identity, is_rollout_row, recorded_run_ids, task_from_rollout_id
+from ng_traj.sources.rollouts.rows import (
+    Identity,
+    identity,
+    is_rollout_row,
+    object_key_problems,
+    recorded_run_ids,
+    task_from_rollout_id,
+)
 
 _DIGITS = re.compile(r"(\d+)")
 
 
 def natural_key(text: str) -> tuple[object, ...]:
-    """Sort key comparing digit runs as numbers (``2-1`` < ``10-0``), ties broken by the text itself."""
+    """Sort key comparing digit runs as numbers (``2-1`` < ``10-0``), ties broken by the text itself.
+
+    The parts are a tuple of their own (text and numbers alternate in it, so any two compare), and
+    the text follows it: ``0-`` and ``0-1`` compare by their parts, never text against a number.
+    """
     parts = _DIGITS.split(text)
-    return (*[int(part) if index % 2 else part for index, part in enumerate(parts)], text)
+    return (tuple(int(part) if index % 2 else part for index, part in enumerate(parts)), text)
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +160,9 @@ def _index_row(file: RolloutFile, line: JsonLine, rows: list[_Row], sink: Diagno
                 offset=line.offset,
             )
         )
+    for key, why in object_key_problems(line.value):
+        where = {"path": str(file.path), "line": line.line, "offset": line.offset, "pointer": key}
+        sink.add(Diagnostic("warning", "row_value_invalid", why, **where))
     rows.append(_Row(ident, file, line.line, line.offset, line.size, recorded_run_ids(line.value)))
     return 0
 

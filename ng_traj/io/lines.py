@@ -88,6 +88,20 @@ def deep_dumps(value: Any, **options: Any) -> str:
         sys.setrecursionlimit(limit)
 
 
+def json_text(value: Any, *, sort_keys: bool = False) -> str:
+    """Compact JSON text of a value a line can hold, however deep (at most the 1,024 levels the reader
+    accepts): orjson's encoding, or for a value nested deeper than orjson writes (255 levels),
+    :func:`deep_dumps` with the same separators (non-ASCII kept).
+
+    Raises:
+        TypeError: ``value`` holds something that is not JSON.
+    """
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort_keys else None).decode()
+    except orjson.JSONEncodeError:
+        return deep_dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
+
+
 def _reject_constant(name: str) -> Any:
     raise ValueError(f"{name} is not valid JSON")
 

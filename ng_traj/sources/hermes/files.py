@@ -26,11 +26,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.io.lines import JsonLine, iter_json_lines, not_an_object
+from ng_traj.io.lines import JsonLine, iter_json_lines, json_text, not_an_object
+from ng_traj.sources.hermes.messages import message_problems
 
 MESSAGE_KEYS = frozenset(
     {
@@ -134,6 +133,16 @@ def snapshot_messages(value: dict[str, Any]) -> list[dict[str, Any]]:
     return [m for m in value.get("messages", []) if isinstance(m, dict) and m.get("role") != "session_meta"]
 
 
+def report_message(message: Any, where: tuple[str, int | None, str], sink: DiagnosticSink) -> None:
+    """Report what of a message is passed over (``hermes_message_invalid``, warning; see
+    :func:`~ng_traj.sources.hermes.messages.message_problems`); ``where`` is the file, the line (or
+    ``None``) and the pointer of the message in it (``""`` for a whole line)."""
+    path, line, at = where
+    for pointer, why in message_problems(message):
+        full = ".".join(part for part in (at, pointer) if part) or None
+        sink.add(Diagnostic("warning", "hermes_message_invalid", why, path=path, line=line, pointer=full))
+
+
 def snapshot_local_times(value: dict[str, Any]) -> tuple[str, ...]:
     """Snapshot fields that hold local times without offset."""
     return tuple(key for key in ("session_start", "last_updated") if utc_seconds(value.get(key))[1])
@@ -160,6 +169,7 @@ def read_gateway(path: Path, sink: DiagnosticSink) -> SessionForm:
             naive = naive or utc_seconds(line.value.get("timestamp"))[1]
             if line.value.get("role") != "session_meta" and not _repeated(line, seen, sink):
                 form.messages.append(line.value)
+                report_message(line.value, (str(path), line.line, ""), sink)
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         form.gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=session, detail=path.name))
@@ -171,10 +181,7 @@ def _repeated(line: JsonLine, seen: dict[bytes, int], sink: DiagnosticSink) -> b
     """Whether a gateway line repeats an earlier message as a whole (its ``timestamp`` included): a
     copy, read once (``hermes_message_repeated``), so that a message written twice is neither two
     messages nor two tool calls with one id. ``seen`` maps a message's canonical JSON to its line."""
-    try:
-        key = orjson.dumps(line.value, option=orjson.OPT_SORT_KEYS)
-    except TypeError:  # too deep to serialise: never de-duplicated
-        return False
+    key = json_text(line.value, sort_keys=True).encode()
     if key not in seen:
         seen[key] = line.line
         return False

@@ -42,6 +42,8 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import ObservationGap, ToolCallObservation
+from ng_traj.diagnostics import quoted
+from ng_traj.io.lines import json_text
 from ng_traj.sources.native import NativeCall, scalar_text
 
 PRUNED_OUTPUT = "[Old tool output cleared to save context space]"
@@ -81,6 +83,30 @@ def text_of(content: Any) -> str:
     if isinstance(content, list):
         return "".join(part.get("text", "") for part in content if isinstance(part, dict) and _is_text(part))
     return scalar_text(content)
+
+
+def message_problems(message: Any) -> list[tuple[str, str]]:
+    """``(pointer, why)`` for what of a Hermes message dict is passed over: the message itself when it
+    is not an object (pointer ``""``), else each part of its ``content`` that is neither a text part nor
+    an image (``content.<k>``), or a ``content`` that is a boolean (``content``). A number is read as
+    its text, ``None`` as no text (an assistant message with only tool calls), so neither is reported."""
+    if not isinstance(message, dict):
+        return [("", f"a message that is not an object ({type(message).__name__}); passed over")]
+    content = message.get("content")
+    if isinstance(content, bool):
+        return [("content", f"content is not text ({content}); read as no text")]
+    if not isinstance(content, list | dict):
+        return []
+    problems = []
+    for position, part in enumerate(content if isinstance(content, list) else [content]):
+        if not isinstance(part, dict):
+            problems.append(
+                (f"content.{position}", f"a content part that is not an object ({quoted(part)}); passed over")
+            )
+        elif not _is_text(part) and _image_url(part) is None:
+            why = f"a content part with neither text nor an image ({quoted(part.get('type'))}); passed over"
+            problems.append((f"content.{position}", why))
+    return problems
 
 
 def _is_text(part: dict[str, Any]) -> bool:
@@ -137,10 +163,7 @@ def _arguments(function: dict[str, Any]) -> str:
     arguments = function.get("arguments", "")
     if isinstance(arguments, str):
         return arguments
-    try:
-        return orjson.dumps(arguments).decode()
-    except TypeError:
-        return "{}"
+    return json_text(arguments)
 
 
 def failed_result(tool_name: str | None, result: Any) -> bool:

@@ -38,6 +38,7 @@ from ng_traj.sources.hermes.files import (
     is_snapshot,
     is_store,
     read_gateway,
+    report_message,
     session_totals,
     snapshot_local_times,
     snapshot_messages,
@@ -299,16 +300,36 @@ def _db_form(session: str, path: Path, rows: list[dict[str, Any]], sink: Diagnos
     return form
 
 
-def _snapshot_form(path: Path, value: dict[str, Any]) -> SessionForm:
+def _snapshot_form(path: Path, value: dict[str, Any], sink: DiagnosticSink) -> SessionForm:
     session = value["session_id"]
     form = SessionForm(session, "snapshot", str(path), local_times=snapshot_local_times(value))
     if isinstance(value.get("system_prompt"), str):
         form.system_prompt = value["system_prompt"]
+    elif value.get("system_prompt") is not None:
+        why = f"system_prompt is not text ({quoted(value['system_prompt'])}); the session has no system prompt"
+        sink.add(Diagnostic("warning", "hermes_message_invalid", why, path=str(path), pointer="system_prompt"))
     if isinstance(value.get("messages"), list):
         form.messages = snapshot_messages(value)
+        for position, message in enumerate(value["messages"]):
+            report_message(message, (str(path), None, f"messages.{position}"), sink)
     else:
-        form.messages, form.gaps = sharegpt_messages(value["conversations"], session)
+        form.messages, form.gaps, skipped = sharegpt_messages(value["conversations"], session)
+        _report_turns(form, skipped, None, sink)
     return form
+
+
+def _report_turns(form: SessionForm, skipped: list[tuple[int, str]], line: int | None, sink: DiagnosticSink) -> None:
+    """Report the ShareGPT turns passed over (``hermes_turn_invalid``, warning, pointer
+    ``conversations.<n>``), each with the gap ``agent_artifact_record_unparseable`` (detail
+    ``<file name>[:<line>]:conversations.<n>``)."""
+    name = Path(form.path).name + (f":{line}" if line is not None else "")
+    for turn, why in skipped:
+        pointer = f"conversations.{turn}"
+        sink.add(Diagnostic("warning", "hermes_turn_invalid", why, path=form.path, line=line, pointer=pointer))
+        detail = f"{name}:{pointer}"
+        form.gaps.append(
+            ObservationGap(code="agent_artifact_record_unparseable", invocation_id=form.session_id, detail=detail)
+        )
 
 
 def _file_forms(unit: NativeUnit, tree: Tree, totals: list[dict[str, int]], sink: DiagnosticSink) -> None:
@@ -317,7 +338,7 @@ def _file_forms(unit: NativeUnit, tree: Tree, totals: list[dict[str, int]], sink
         if path.suffix == ".json":
             value = read_json_file(path, sink)
             if is_snapshot(value) and value["session_id"] in tree.forms:
-                tree.forms[value["session_id"]].append(_snapshot_form(path, value))
+                tree.forms[value["session_id"]].append(_snapshot_form(path, value, sink))
             elif is_store(value):
                 entries = [e for e in value.values() if _store_session(e) in tree.forms]
                 totals.extend(session_totals(e, exclusive=False) for e in entries if _store_session(e) not in tree.rows)
@@ -337,10 +358,11 @@ def _sharegpt_unit(unit: NativeUnit, sink: DiagnosticSink) -> Tree:
     if problem is not None and problem.severity == "error":
         sink.add(problem)
     value = value if is_sharegpt(value) else {"conversations": []}
-    messages, gaps = sharegpt_messages(value["conversations"], unit.key)
+    messages, gaps, skipped = sharegpt_messages(value["conversations"], unit.key)
     completed = value.get("completed") if isinstance(value.get("completed"), bool) else None
     local = ("timestamp",) if utc_seconds(value.get("timestamp"))[1] else ()
     form = SessionForm(unit.key, "sharegpt", str(path), messages, completed=completed, local_times=local, gaps=gaps)
+    _report_turns(form, skipped, line, sink)
     form.gaps.append(ObservationGap(code="hermes_session_id_unavailable", invocation_id=unit.key))
     return Tree(forms={unit.key: [form]})
 

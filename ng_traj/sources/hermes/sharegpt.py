@@ -26,9 +26,13 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import ObservationGap
+from ng_traj.diagnostics import quoted
+from ng_traj.io.lines import json_text
 from ng_traj.sources.native import scalar_text
 
 ROLES = {"system": "system", "human": "user", "gpt": "assistant"}
+KINDS = frozenset({*ROLES, "tool"})
+"""The ``from`` values of the format."""
 _THINK = re.compile(r"\A<think>\n?(.*?)\n?</think>\n?", re.DOTALL)
 _OPEN, _CLOSE = "<tool_call>", "</tool_call>"
 _RESPONSE = re.compile(r"<tool_response>\n?(.*?)\n?</tool_response>", re.DOTALL)
@@ -77,7 +81,7 @@ def _responses(value: str) -> list[dict[str, Any]]:
 
 def _output(block: dict[str, Any]) -> str:
     content = block.get("content")
-    return content if isinstance(content, str) else orjson.dumps(content).decode()
+    return content if isinstance(content, str) else json_text(content)
 
 
 def _attach_calls(
@@ -95,7 +99,7 @@ def _attach_calls(
             call_id = f"{invocation}-call-{turn}-{k}"
             gaps.append(ObservationGap(code="tool_call_id_missing", invocation_id=invocation, detail=call_id))
         arguments = call.get("arguments", {})
-        arguments = arguments if isinstance(arguments, str) else orjson.dumps(arguments).decode()
+        arguments = arguments if isinstance(arguments, str) else json_text(arguments)
         tool_calls.append(
             {"id": call_id, "type": "function", "function": {"name": call["name"], "arguments": arguments}}
         )
@@ -108,8 +112,26 @@ def _attach_calls(
     return results, gaps
 
 
-def sharegpt_messages(turns: list[Any], invocation: str) -> tuple[list[dict[str, Any]], list[ObservationGap]]:
-    """Hermes message dicts for ShareGPT ``turns``, with the gaps of positional pairing.
+def turn_problem(entry: Any) -> str | None:
+    """Why a ShareGPT turn is passed over (not an object, a ``from`` that is not one of the format's
+    roles, a ``value`` that is not text), or ``None`` for a turn that is read."""
+    if not isinstance(entry, dict):
+        return f"a turn that is not an object ({type(entry).__name__}); passed over"
+    kind = entry.get("from")
+    if not isinstance(kind, str):
+        return f"from is not text ({quoted(kind)}); the turn is passed over"
+    if kind not in KINDS:
+        return f"from {quoted(kind)} is not a ShareGPT role (system, human, gpt, tool); the turn is passed over"
+    if not isinstance(entry.get("value"), str):
+        return f"value is not text ({quoted(entry.get('value'))}); the turn is passed over"
+    return None
+
+
+def sharegpt_messages(
+    turns: list[Any], invocation: str
+) -> tuple[list[dict[str, Any]], list[ObservationGap], list[tuple[int, str]]]:
+    """Hermes message dicts for ShareGPT ``turns``, the gaps of positional pairing, and the turns
+    passed over as ``(index in turns, why)`` (:func:`turn_problem`), for the caller to report.
 
     Args:
         turns: The ``conversations`` list.
@@ -117,12 +139,8 @@ def sharegpt_messages(turns: list[Any], invocation: str) -> tuple[list[dict[str,
     """
     messages: list[dict[str, Any]] = []
     gaps: list[ObservationGap] = []
-    kinds = [
-        entry.get("from")
-        if isinstance(entry, dict) and isinstance(entry.get("from"), str) and isinstance(entry.get("value"), str)
-        else None
-        for entry in turns
-    ]
+    problems = [turn_problem(entry) for entry in turns]
+    kinds = [turns[n]["from"] if problem is None else None for n, problem in enumerate(problems)]
     for turn, kind in enumerate(kinds):
         value = turns[turn]["value"] if kind is not None else ""
         if kind == "gpt":
@@ -136,4 +154,4 @@ def sharegpt_messages(turns: list[Any], invocation: str) -> tuple[list[dict[str,
             messages.extend(_attach_calls({}, [], _responses(value), (invocation, turn))[0])
         elif kind in ROLES:
             messages.append({"role": ROLES[kind], "content": value})
-    return messages, gaps
+    return messages, gaps, [(n, problem) for n, problem in enumerate(problems) if problem is not None]

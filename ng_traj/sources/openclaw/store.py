@@ -270,7 +270,7 @@ def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> t
     resolved_root = root.resolve()
     candidates = [entry.folder / name for name in entry.checkpoint_files]
     if entry.session_id:
-        candidates += sorted(entry.folder.glob(f"{entry.session_id}.checkpoint.*.jsonl"))
+        candidates += sorted(_named(entry.folder, (f"{entry.session_id}.checkpoint.",), ".jsonl"))
     usable = [path for path in dict.fromkeys(candidates) if path != transcript and _usable(path, resolved_root)]
     return tuple(sorted(usable))
 
@@ -299,13 +299,24 @@ def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreE
 
 
 def _archives(folder: Path, session_id: str) -> list[Path]:
-    """Files of ``folder`` named ``<session_id><marker>…``: by prefix, not a glob pattern, so that a
-    ``[`` or ``*`` in the id is itself, and a long id is not compiled into a regular expression."""
-    prefixes = tuple(f"{session_id}{marker}" for marker in ARCHIVE_MARKERS)
+    """Files of ``folder`` named ``<session_id><marker>…`` (:func:`_named`)."""
+    return _named(folder, tuple(f"{session_id}{marker}" for marker in ARCHIVE_MARKERS))
+
+
+def _named(folder: Path, prefixes: tuple[str, ...], suffix: str = "") -> list[Path]:
+    """Entries of ``folder`` whose name starts with one of ``prefixes`` and ends with ``suffix`` (after
+    the prefix): by the name, not a glob pattern, so that a ``[`` or ``*`` in a session id is itself,
+    and a long id is not compiled into a regular expression (a 3 MB id took minutes)."""
     try:
-        return [path for path in folder.iterdir() if path.name.startswith(prefixes)]
-    except OSError:  # no such folder, or one that cannot be listed: no archive
+        names = [path for path in folder.iterdir() if path.name.startswith(prefixes)]
+    except OSError:  # no such folder, or one that cannot be listed: none
         return []
+    return [path for path in names if path.name.endswith(suffix) and _after_prefix(path.name, prefixes, suffix)]
+
+
+def _after_prefix(name: str, prefixes: tuple[str, ...], suffix: str) -> bool:
+    """Whether ``suffix`` follows one of ``prefixes`` in ``name`` without overlapping it."""
+    return any(name.startswith(prefix) and len(name) >= len(prefix) + len(suffix) for prefix in prefixes)
 
 
 def discover_tree(

@@ -189,6 +189,25 @@ def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
         return f"message role is not text ({quoted(message.get('role'))}); passed over"
     if message.get("content") is not None and not isinstance(message["content"], str | list):
         return f"message content is neither text nor a list of blocks ({type(message['content']).__name__}); not read"
+    return _block_problem(message.get("content"))
+
+
+_BLOCK_TEXT = {"text": "text", "thinking": "thinking"}
+"""Content block types whose text is read, and the key that holds it."""
+
+
+def _block_problem(content: Any) -> str | None:
+    """Why a block of a message's content list is passed over: it is not an object, its ``type`` is not
+    text, or a ``text`` / ``thinking`` block's text is not text; ``None`` when every block is read."""
+    for position, block in enumerate(content if isinstance(content, list) else []):
+        if not isinstance(block, dict):
+            return f"content block {position} is not an object ({type(block).__name__}); passed over"
+        kind = block.get("type")
+        if not isinstance(kind, str):
+            return f"content block {position} has a type that is not text ({quoted(kind)}); passed over"
+        key = _BLOCK_TEXT.get(kind)
+        if key is not None and block.get(key) is not None and not isinstance(block[key], str):
+            return f"content block {position}: {key} is not text ({quoted(block[key])}); passed over"
     return None
 
 
@@ -237,7 +256,7 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     if session.version == 1:
         _migrate_v1_compactions(session.entries)
     if any(entry.type in EVENT_TYPES for entry in session.entries):
-        session.entries = _entries_from_events(session.entries)
+        session.entries = _entries_from_events(session.entries, session.path, sink)
         session.event_log = True
     _report_cycles(session, sink)
     first = next((entry.line for entry in session.entries if entry.copy_of is not None), None)
@@ -256,6 +275,8 @@ def _repeated(session: Session, entry: Entry, seen: dict[object, int], sink: Dia
 
     ``seen`` maps an id (v2+) or the entry's canonical JSON (v1) to its index in ``session.entries``.
     """
+    if session.version == 1 and entry.type in _PASSING_EVENTS:
+        return False  # an event of a log without a header (``turn_start``...): such lines repeat by nature
     key: object = entry.id if session.version > 1 else _content_key(entry.raw)
     if key is None or key not in seen:
         if key is not None:
@@ -314,15 +335,52 @@ EVENT_TYPES = frozenset(
 )
 """Event types of ``pi --mode json`` stdout: such a file is an event log."""
 
+_PASSING_EVENTS = frozenset(
+    {
+        "agent_start",
+        "agent_end",
+        "turn_start",
+        "turn_end",
+        "message_start",
+        "message_update",
+        "tool_execution_start",
+        "tool_execution_update",
+        "tool_execution_end",
+        "compaction_start",
+        "auto_compaction_start",
+        "auto_retry_start",
+        "auto_retry_end",
+    }
+)
+"""Events of ``pi --mode json`` stdout that become no entry; equal lines of these are no copies."""
 
-def _entries_from_events(events: list[Entry]) -> list[Entry]:
+_ENTRY_EVENTS = frozenset({"message_end", "compaction_end", "auto_compaction_end"})
+"""The events that become entries of the session (``_entries_from_events``)."""
+
+
+def _entries_from_events(events: list[Entry], path: str, sink: DiagnosticSink) -> list[Entry]:
     """A linear session from a ``pi --mode json`` event log: one message entry per ``message_end``, one
     compaction entry per successful ``compaction_end`` / ``auto_compaction_end``. Events carry no
-    times of their own, so the entries have none."""
+    times of their own, so the entries have none.
+
+    An event equal as a whole to an earlier one (its message's millisecond ``timestamp`` included) is
+    a copy of that line and read once, as a repeated line of a session file without ids is: a log
+    written twice in part must not give a second model call whose tool call then shares an id with
+    the first. Reported ``pi_entry_repeated`` (warning) on the copy, unless the line was already
+    reported as one while the file was read (``Entry.copy_of``, a log without a header)."""
     entries: list[Entry] = []
     previous: str | None = None
+    first_line: dict[bytes, int] = {}
     for event in events:
         raw = event.raw
+        if event.type in _ENTRY_EVENTS and event.copy_of is None and (key := _content_key(raw)) is not None:
+            if key in first_line:
+                message = f"a copy of line {first_line[key]}; read once"
+                sink.add(Diagnostic("warning", "pi_entry_repeated", message, path=path, line=event.line))
+                continue
+            first_line[key] = event.line
+        if event.copy_of is not None:
+            continue  # already reported as a copy of an earlier line
         if event.type == "message_end" and isinstance(raw.get("message"), dict):
             entry = Entry(
                 "message", f"ev-{event.line}", previous, {"type": "message", "message": raw["message"]}, event.line

@@ -20,7 +20,7 @@ from typing import Any
 
 from ng_traj.diagnostics import quoted, safe_text
 from ng_traj.io.compression import logical_name
-from ng_traj.io.lines import decode_line
+from ng_traj.io.lines import JSON_TYPES, decode_line
 from ng_traj.io.spans import read_span
 
 EXPLICIT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -72,7 +72,8 @@ def rollout_id(row: dict[str, Any]) -> str | None:
 
     Raises:
         IdentityError: ``_ng_rollout_id`` is not a string matching ``^[A-Za-z0-9][A-Za-z0-9._-]*$``,
-            or ``_ng_attempt_index`` is not an integer.
+            ``_ng_attempt_index`` is not an integer, or (without ``_ng_rollout_id``) ``_ng_task_index``
+            or ``_ng_rollout_index`` is a number that is not a non-negative integer (:func:`_index`).
     """
     explicit = row.get("_ng_rollout_id")
     if explicit is not None:
@@ -80,7 +81,7 @@ def rollout_id(row: dict[str, Any]) -> str | None:
             raise IdentityError(f"_ng_rollout_id {quoted(explicit)} is not a valid rollout id")
         base = explicit
     else:
-        task, rollout = _scalar(row.get("_ng_task_index")), _scalar(row.get("_ng_rollout_index"))
+        task, rollout = _index(row, "_ng_task_index"), _index(row, "_ng_rollout_index")
         if task is None or rollout is None:
             return None
         base = f"{task}-{rollout}"
@@ -96,12 +97,31 @@ def rollout_id(row: dict[str, Any]) -> str | None:
 
 
 def task_id(row: dict[str, Any]) -> str:
-    """``str`` of the first non-null ``task_id``, ``problem_id``, ``instance_id``; else the task index."""
+    """``str`` of the first non-null ``task_id``, ``problem_id``, ``instance_id``; else the task index
+    (``unknown`` when there is none or it is no valid index, :func:`_index`)."""
     for key in TASK_KEYS:
         if _scalar(row.get(key)) is not None:
             return str(row[key])
-    index = _scalar(row.get("_ng_task_index"))
+    try:
+        index = _index(row, "_ng_task_index")
+    except IdentityError:
+        index = None
     return "unknown" if index is None else str(index)
+
+
+def _index(row: dict[str, Any], key: str) -> Any:
+    """The row's ``key`` (``_ng_task_index`` or ``_ng_rollout_index``) for an id, ``None`` when absent.
+
+    The collector stamps these as non-negative integers. A boolean, a float (an integer of 2^64 or
+    more parses as one, and would make an id like ``1e+30-0``) or a negative integer (an id the
+    resources server cannot parse back) is no index: :class:`IdentityError`, so the row is named by
+    file and line and reported, as for a malformed ``_ng_rollout_id``. Text is formatted as
+    upstream formats it; a list or an object counts as absent (:func:`_scalar`).
+    """
+    value = _scalar(row.get(key))
+    if isinstance(value, bool | float) or (isinstance(value, int) and value < 0):
+        raise IdentityError(f"{key} {quoted(value)} is not a non-negative integer")
+    return value
 
 
 def _scalar(value: Any) -> Any:
@@ -126,6 +146,29 @@ def task_from_rollout_id(rollout: str) -> str:
     """Task id parsed from a derived ``<task>-<rollout>[-a<n>]`` id, else ``unknown``."""
     match = re.fullmatch(r"(-?\d+)-(-?\d+)(?:-a\d+)?", rollout)
     return match.group(1) if match else "unknown"
+
+
+OBJECT_KEYS = (
+    "response",
+    "responses_create_params",
+    "ng_model_call_capture",
+    "ng_agent_observations",
+    "ng_trajectory",
+    "raw_rollout",
+)
+"""Row keys ng-traj reads as objects (null counts as absent)."""
+
+
+def object_key_problems(row: dict[str, Any]) -> list[tuple[str, str]]:
+    """``(key, why)`` for each of :data:`OBJECT_KEYS` the row holds as a value that is not an object
+    (nor null): such a value is not read, so what it would have given is missing."""
+    problems = []
+    for key in OBJECT_KEYS:
+        value = row.get(key)
+        if value is not None and not isinstance(value, dict):
+            kind = JSON_TYPES.get(type(value), type(value).__name__)
+            problems.append((key, f"{key} is JSON {kind}, expected an object; not read"))
+    return problems
 
 
 def recorded_run_ids(row: dict[str, Any]) -> tuple[str, ...]:

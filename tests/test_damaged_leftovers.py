@@ -1,0 +1,301 @@
+"""Damaged input the mutation fuzzer and newcomers found passed over without a word: each is now reported
+where it stands (file, line, pointer) and costs only the value that is wrong."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import FIXTURES, build_valid, run_cli, run_json
+
+SHAREGPT = FIXTURES / "hermes" / "sharegpt" / "input" / "trajectory_samples.jsonl"
+
+
+def _records(path: Path) -> list[dict]:
+    return [orjson.loads(line) for line in path.read_bytes().splitlines()]
+
+
+def _of(result, code: str) -> list[tuple]:
+    return [(d["severity"], d["line"], d["pointer"], d["message"]) for d in result.diagnostics if d["code"] == code]
+
+
+# --- ShareGPT turns ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("sender", "why"),
+    [
+        (["gpt"], "from is not text (['gpt']); the turn is passed over"),
+        (
+            "observation",
+            "from 'observation' is not a ShareGPT role (system, human, gpt, tool); the turn is passed over",
+        ),
+    ],
+    ids=["list", "unknown"],
+)
+def test_a_sharegpt_turn_whose_from_is_no_role_is_reported_and_counted(tmp_path, sender, why):
+    lines = SHAREGPT.read_bytes().splitlines()
+    value = orjson.loads(lines[1])
+    value["conversations"][1]["from"] = sender
+    path = tmp_path / "trajectory_samples.jsonl"
+    path.write_bytes(lines[0] + b"\n" + orjson.dumps(value) + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert _of(result, "hermes_turn_invalid") == [("warning", 2, "conversations.1", why)]
+    assert result.summary["gaps_by_code"]["agent_artifact_record_unparseable"] == 1
+    second = next(r for r in _records(tmp_path / "out.jsonl") if r["rollout_id"].endswith(":2"))
+    gap = next(g for g in second["gaps"] if g["code"] == "agent_artifact_record_unparseable")
+    assert gap["detail"] == "trajectory_samples.jsonl:2:conversations.1"
+    conversation = second["invocations"][0]["conversation"]
+    assert [i["role"] for i in conversation if i["type"] == "message"][:2] == ["system", "assistant"]
+
+
+# --- rollout rows --------------------------------------------------------------------------------
+
+
+ROW = {"_ng_task_index": 3, "_ng_rollout_index": 0, "reward": 1.0, "response": {"output": []}}
+
+
+def _rows(tmp_path: Path, *rows: dict) -> Path:
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("key", "value", "kind"),
+    [
+        ("ng_trajectory", [1, 2], "array"),
+        ("ng_model_call_capture", "calls", "string"),
+        ("ng_agent_observations", 7, "number"),
+        ("responses_create_params", True, "boolean"),
+        ("response", ["x"], "array"),
+        ("raw_rollout", "run-1", "string"),
+    ],
+)
+def test_a_known_row_key_holding_no_object_is_reported(tmp_path, key, value, kind):
+    path = _rows(tmp_path, {**ROW, "_ng_task_index": 1}, {**ROW, key: value})
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    message = f"{key} is JSON {kind}, expected an object; not read"
+    assert _of(result, "row_value_invalid") == [("warning", 2, key, message)]
+    assert len(_records(tmp_path / "out.jsonl")) == 2
+
+
+def test_known_row_keys_that_are_null_or_objects_are_not_reported(tmp_path):
+    path = _rows(tmp_path, {**ROW, "ng_trajectory": None, "ng_model_call_capture": None, "raw_rollout": {}})
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert _of(result, "row_value_invalid") == []
+
+
+# --- row ids -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("raw", "shown"),
+    [(b"1e30", "1e+30"), (b"100000000000000000000000", "1e+23"), (b"2.5", "2.5"), (b"-1", "-1"), (b"true", "True")],
+    ids=["exponent", "huge", "float", "negative", "boolean"],
+)
+@pytest.mark.parametrize("key", ["_ng_task_index", "_ng_rollout_index"])
+def test_a_row_index_that_is_no_non_negative_integer_is_rejected_per_row(tmp_path, raw, shown, key):
+    good = orjson.dumps({**ROW, "_ng_task_index": 1})
+    bad = orjson.dumps({**ROW, key: "@@"}).replace(b'"@@"', raw)
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(good + b"\n" + bad + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    message = f"{key} {shown} is not a non-negative integer; identified as rollouts.jsonl:2"
+    assert _of(result, "rollout_identity_unavailable") == [("warning", 2, None, message)]
+    ids = sorted((r["task_id"], r["rollout_id"]) for r in _records(tmp_path / "out.jsonl"))
+    assert ids == [("1", "1-0"), ("3" if key == "_ng_rollout_index" else "unknown", "rollouts.jsonl:2")]
+
+
+def test_row_indexes_that_are_non_negative_integers_make_the_id(tmp_path):
+    path = _rows(tmp_path, {**ROW, "_ng_task_index": 0}, {**ROW, "_ng_task_index": 2**63, "_ng_rollout_index": 7})
+    [first, second] = build_valid(tmp_path, path)
+    assert (first["task_id"], first["rollout_id"]) == ("0", "0-0")
+    assert (second["task_id"], second["rollout_id"]) == (str(2**63), f"{2**63}-7")
+
+
+# --- an empty folder -----------------------------------------------------------------------------
+
+
+def test_building_an_empty_folder_names_it(tmp_path):
+    empty = tmp_path / "nothing here"
+    empty.mkdir()
+    result = run_cli("build", f"{empty}/", "-o", tmp_path / "out.jsonl")
+    assert result.exit_code != 0
+    assert str(empty) in result.stderr
+    assert not (tmp_path / "out.jsonl").exists()
+
+
+# --- Hermes values deeper than orjson writes ----------------------------------------------------
+
+GATEWAY = FIXTURES / "hermes" / "forms" / "input" / "sessions" / "20260402_090000_gate01.jsonl"
+
+
+def _nested(depth: int) -> str:
+    return "[" * depth + "1" + "]" * depth
+
+
+def _sharegpt_line(depth: int) -> bytes:
+    call = '{"name": "terminal", "arguments": {"command": ' + _nested(depth) + "}}"
+    response = '{"tool_call_id": "call_1", "name": "terminal", "content": ' + _nested(depth) + "}"
+    turns = [
+        {"from": "human", "value": "hi"},
+        {"from": "gpt", "value": f"<think>\n</think>\nok\n<tool_call>\n{call}\n</tool_call>"},
+        {"from": "tool", "value": f"<tool_response>\n{response}\n</tool_response>"},
+        {"from": "gpt", "value": "<think>\n</think>\ndone"},
+    ]
+    return orjson.dumps({"conversations": turns, "timestamp": "2026-04-13T21:38:56", "completed": True})
+
+
+@pytest.mark.parametrize("depth", [300, 1000])
+def test_a_sharegpt_tool_call_nested_deeper_than_orjson_writes_is_kept(tmp_path, depth):
+    path = tmp_path / "trajectory_samples.jsonl"
+    path.write_bytes(_sharegpt_line(1) + b"\n" + _sharegpt_line(depth) + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert [d["code"] for d in result.diagnostics if d["severity"] != "info"] == []
+    records = {r["rollout_id"]: r for r in _records(tmp_path / "out.jsonl")}
+    [tool] = records["trajectory_samples.jsonl:2"]["tool_calls"]
+    assert tool["tool_call_id"] == "call_1"
+    items = records["trajectory_samples.jsonl:2"]["invocations"][0]["conversation"]
+    [call] = [item for item in items if item["type"] == "function_call"]
+    assert call["arguments"] == '{"command":' + _nested(depth) + "}"
+    [output] = [item for item in items if item["type"] == "function_call_output"]
+    assert output["output"] == _nested(depth)
+
+
+def test_a_sharegpt_line_deeper_than_the_reader_accepts_costs_that_line(tmp_path):
+    path = tmp_path / "trajectory_samples.jsonl"
+    deep = b'{"conversations": [{"from": "human", "value": "x"}], "extra": ' + _nested(1030).encode() + b"}"
+    path.write_bytes(deep + b"\n" + _sharegpt_line(1) + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert [(d["severity"], d["code"], d["line"]) for d in result.diagnostics if d["severity"] == "error"] == [
+        ("error", "invalid_json", 1)
+    ]
+    assert [r["rollout_id"] for r in _records(tmp_path / "out.jsonl")] == ["trajectory_samples.jsonl:2"]
+
+
+def test_gateway_tool_call_arguments_nested_deeper_than_orjson_writes_are_kept(tmp_path):
+    lines = GATEWAY.read_bytes().splitlines()[:4]
+    message = orjson.loads(lines[2])
+    message["tool_calls"][0]["function"]["arguments"] = {"pattern": "@@"}
+    lines[2] = orjson.dumps(message).replace(b'"@@"', _nested(600).encode())
+    path = tmp_path / "sessions" / GATEWAY.name
+    path.parent.mkdir()
+    path.write_bytes(b"\n".join([*lines, lines[2]]) + b"\n")  # the deep message written twice, too
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert [d["code"] for d in result.diagnostics if d["severity"] == "warning"] == ["hermes_message_repeated"]
+    [record] = _records(tmp_path / "out.jsonl")
+    [call] = [i for i in record["invocations"][0]["conversation"] if i["type"] == "function_call"]
+    assert call["arguments"] == '{"pattern":' + _nested(600) + "}"
+    assert [tool["tool_call_id"] for tool in record["tool_calls"]] == ["call_g1"]
+
+
+# --- values of a type their reader does not read -------------------------------------------------
+
+SNAPSHOT = FIXTURES / "hermes" / "forms" / "input" / "sessions" / "session_20260403_070000_snaps1.json"
+
+
+def test_a_hermes_snapshot_message_or_part_that_is_not_read_is_reported(tmp_path):
+    value = orjson.loads(SNAPSHOT.read_bytes())
+    value["system_prompt"] = 7
+    value["messages"] = [
+        {"role": "user", "content": [{"type": "text", "text": "what day is it?"}, 5, {"type": "audio"}]},
+        "not a message",
+        *value["messages"][1:],
+    ]
+    path = tmp_path / "sessions" / SNAPSHOT.name
+    path.parent.mkdir()
+    path.write_bytes(orjson.dumps(value, option=orjson.OPT_INDENT_2))
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert _of(result, "hermes_message_invalid") == [
+        ("warning", None, "system_prompt", "system_prompt is not text (7); the session has no system prompt"),
+        ("warning", None, "messages.0.content.1", "a content part that is not an object (5); passed over"),
+        (
+            "warning",
+            None,
+            "messages.0.content.2",
+            "a content part with neither text nor an image ('audio'); passed over",
+        ),
+        ("warning", None, "messages.1", "a message that is not an object (str); passed over"),
+    ]
+    [record] = _records(tmp_path / "out.jsonl")
+    texts = [i["content"] for i in record["invocations"][0]["conversation"] if i.get("role") == "user"]
+    assert texts == ["what day is it?"]
+
+
+def test_a_gateway_content_part_that_is_not_read_is_reported(tmp_path):
+    lines = GATEWAY.read_bytes().splitlines()[:4]
+    message = orjson.loads(lines[1])
+    message["content"] = [{"type": "text", "text": "find notes.md"}, [1]]
+    lines[1] = orjson.dumps(message)
+    path = tmp_path / "sessions" / GATEWAY.name
+    path.parent.mkdir()
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert _of(result, "hermes_message_invalid") == [
+        ("warning", 2, "content.1", "a content part that is not an object ([1]); passed over")
+    ]
+
+
+PI_V3 = FIXTURES / "pi" / "same_v3.jsonl"
+
+
+@pytest.mark.parametrize(
+    ("block", "why"),
+    [
+        (5, "content block 0 is not an object (int); passed over"),
+        ({"type": "text", "text": ["x"]}, "content block 0: text is not text (['x']); passed over"),
+        ({"type": 3, "text": "x"}, "content block 0 has a type that is not text (3); passed over"),
+    ],
+    ids=["not_object", "text_not_text", "type_not_text"],
+)
+def test_a_pi_content_block_that_is_not_read_is_reported(tmp_path, block, why):
+    lines = PI_V3.read_bytes().splitlines()
+    n = next(i for i, line in enumerate(lines) if b'"role":"assistant"' in line or b'"role": "assistant"' in line)
+    entry = orjson.loads(lines[n])
+    entry["message"]["content"] = [block, *entry["message"]["content"]]
+    lines[n] = orjson.dumps(entry)
+    path = tmp_path / PI_V3.name
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert _of(result, "pi_entry_invalid") == [("warning", n + 1, None, why)]
+
+
+# --- OpenClaw checkpoint copies ------------------------------------------------------------------
+
+
+def test_checkpoint_copies_are_found_by_their_name_not_by_a_pattern(tmp_path):
+    """Found by the fuzzer (a build of a 3 MB sessionId ran past its time bound): checkpoint copies were
+    looked up with a glob of ``<sessionId>.checkpoint.*.jsonl``, which compiled the id into a regular
+    expression, and made a ``[`` in an id a character class (``sess[1]`` found ``sess1``'s copies)."""
+    from ng_traj.sources.openclaw.store import StoreEntry, checkpoints_for
+
+    store = tmp_path / "sessions.json"
+    store.write_text("{}")
+    names = ["sess[1].checkpoint.a.jsonl", "sess[1].checkpoint..jsonl", "sess1.checkpoint.b.jsonl", "sess[1].jsonl"]
+    for name in names:
+        (tmp_path / name).write_text("{}\n")
+    entry = StoreEntry("agent:main:main", "sess[1]", None, False, store, None)
+    found = [path.name for path in checkpoints_for(entry, tmp_path, tmp_path / "sess[1].jsonl")]
+    assert found == ["sess[1].checkpoint..jsonl", "sess[1].checkpoint.a.jsonl"]
+
+
+def test_rollout_ids_whose_digit_runs_fall_differently_sort_without_an_internal_error(tmp_path):
+    """Found by the long fuzzer: an empty ``_ng_rollout_index`` gives the id ``0-``; sorting it beside
+    ``0-1`` compared the tie-breaking text with a number (``TypeError``, exit 2, no output)."""
+    path = _rows(
+        tmp_path,
+        {**ROW, "_ng_task_index": 0, "_ng_rollout_index": 1},
+        {**ROW, "_ng_task_index": 0, "_ng_rollout_index": ""},
+    )
+    records = build_valid(tmp_path, path)
+    assert [r["rollout_id"] for r in records] == ["0-", "0-1"]
