@@ -270,9 +270,22 @@ def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> t
     resolved_root = root.resolve()
     candidates = [entry.folder / name for name in entry.checkpoint_files]
     if entry.session_id:
-        candidates += sorted(entry.folder.glob(f"{entry.session_id}.checkpoint.*.jsonl"))
+        candidates += sorted(_checkpoint_copies(entry.folder, entry.session_id))
     usable = [path for path in dict.fromkeys(candidates) if path != transcript and _usable(path, resolved_root)]
     return tuple(sorted(usable))
+
+
+def _checkpoint_copies(folder: Path, session_id: str) -> list[Path]:
+    """Files of ``folder`` named ``<session_id>.checkpoint.<anything>.jsonl``, matched by prefix and
+    suffix as :func:`_archives` matches, not as a glob pattern: a ``[`` or ``*`` in the id is itself,
+    and a long id is not compiled into a regular expression (which took seconds for an id of a few
+    hundred kilobytes)."""
+    prefix, suffix = f"{session_id}.checkpoint.", ".jsonl"
+    try:
+        names = [path for path in folder.iterdir() if path.name.startswith(prefix)]
+    except OSError:  # no such folder, or one that cannot be listed: no checkpoint
+        return []
+    return [path for path in names if path.name.endswith(suffix) and len(path.name) >= len(prefix) + len(suffix)]
 
 
 def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreEntry, Path]]:
