@@ -288,7 +288,7 @@ class _Scans:
     def _scan(self, path: Path) -> tuple[Session, frozenset[str]]:
         found = self._seen.get(str(path))
         if found is None:
-            session = read_session(path, DiagnosticSink())
+            session = read_session(path, DiagnosticSink(), index_only=True)
             found = self._seen[str(path)] = (header_only(session), response_ids(session))
         return found
 
