@@ -77,7 +77,8 @@ def run_slots(
     """Assemble every slot in order, writing each payload as soon as it is built.
 
     With ``jobs`` > 1 slots are assembled in that many worker processes (``assemble/workers.py``);
-    payloads, diagnostics and the tally are the same as with one.
+    payloads, diagnostics and the tally are the same as with one. A payload of ``None`` is not
+    written (the slot's line is in a segment written with an earlier slot of its chunk).
     """
     tally = BuildTally(by_role=RoleTally(options.roles))
     with young_collections(), _assembled(slots, options, sink, encode, jobs) as done_slots:
@@ -85,7 +86,8 @@ def run_slots(
             check_interrupted()  # an interrupt whose exception a finalizer swallowed stops the build here
             for diagnostic in done.diagnostics:
                 sink.add(diagnostic)
-            write(done.payload)
+            if done.payload is not None:  # a chunk's segment is written with its first slot
+                write(done.payload)
             tally.add(slot, done)
             if on_slot is not None:
                 on_slot(slot)

@@ -1,11 +1,13 @@
 """``--jobs N``: assembling slots in worker processes, results consumed in output order.
 
 Slots are independent (each is assembled from its own artifacts, ``assemble/build.py``), so workers
-take consecutive chunks of the planned slots and return, per slot, the payload to write, the facts
-the summary counts and the diagnostics raised. The parent writes the payloads and replays the
-diagnostics strictly in slot order, so output bytes, diagnostics and summary are the same as with
-one process. At most :data:`WINDOW` chunks per worker are in flight, which bounds
-memory by a few chunks of rollouts whatever the corpus size.
+take consecutive chunks of the planned slots and assemble each with ``assemble/chunks.py``'s
+``assemble_chunk``: JSONL lines go to one segment file per chunk (``writers/spool.py``), other
+payloads (Parquet rows) come back with the facts the summary counts and the diagnostics raised. The
+parent appends the segments (or writes the payloads) and replays the diagnostics strictly in slot
+order, so output bytes, diagnostics and summary are the same as with one process. At most
+:data:`WINDOW` chunks per worker are in flight, which bounds memory (and the spool) by a few chunks
+of rollouts whatever the corpus size.
 
 Workers are forked where the platform can (they start at once with the build modules loaded and
 only ever use their own sink, never the parent's console or outputs), else started by a fork
@@ -39,10 +41,11 @@ from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
 
-from ng_traj.assemble.build import BUILD_GC_THRESHOLD, BuildOptions, Encode, Outcome, assemble_slot, outcome
+from ng_traj.assemble.build import BUILD_GC_THRESHOLD, BuildOptions, Encode, Outcome
+from ng_traj.assemble.chunks import ChunkResult, assemble_chunk
 from ng_traj.assemble.plan import Slot
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.atomic import deferred_interrupts
+from ng_traj.writers.spool import SpoolLines
 
 CHUNK = 4
 """Slots per task sent to a worker."""
@@ -97,21 +100,18 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _build_chunk(start: int, chunk: Sequence[Slot]) -> list[Outcome]:
+def _build_chunk(start: int, chunk: Sequence[Slot]) -> ChunkResult:
+    """The worker's task: chunk number ``start // CHUNK`` assembled (JSONL lines to its segment file)."""
     if _state["terminated"]:
         _die()
     options, encode = _state["options"], _state["encode"]
-    done = []
+    index = start // CHUNK
+    segment = encode.segment(index) if isinstance(encode, SpoolLines) else None
     _state["building"] = True
     try:
-        for offset, slot in enumerate(chunk):
-            collected: list[Diagnostic] = []
-            sink = DiagnosticSink(collected.append)
-            result = outcome(start + offset, assemble_slot(slot, options, sink), encode)
-            done.append(dataclasses.replace(result, diagnostics=(*collected, *result.diagnostics)))
+        return assemble_chunk(options, chunk, index, start=start, encode=encode, segment=segment)
     finally:
         _state["building"] = False
-    return done
 
 
 def _context() -> multiprocessing.context.BaseContext:
@@ -156,7 +156,7 @@ def _cpus() -> int:
 
 
 def _results(pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int) -> Iterator[tuple[Slot, Outcome]]:
-    pending: deque[tuple[int, Future[list[Outcome]]]] = deque()
+    pending: deque[tuple[int, Future[ChunkResult]]] = deque()
     for start in range(0, len(slots), CHUNK):
         with deferred_interrupts():  # submit forks the workers, then starts the thread that stops them
             future = pool.submit(_build_chunk, start, slots[start : start + CHUNK])
@@ -167,7 +167,12 @@ def _results(pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int) -> Ite
         yield from _drain(slots, pending.popleft())
 
 
-def _drain(slots: Sequence[Slot], entry: tuple[int, Future[list[Outcome]]]) -> Iterator[tuple[Slot, Outcome]]:
+def _drain(slots: Sequence[Slot], entry: tuple[int, Future[ChunkResult]]) -> Iterator[tuple[Slot, Outcome]]:
+    """The chunk's ``(slot, outcome)`` pairs; a segment is the payload of its first slot (the others have none)."""
     start, future = entry
-    for offset, done in enumerate(future.result()):
+    result = future.result()
+    outcomes = list(result.outcomes)
+    if result.segment is not None:
+        outcomes[0] = dataclasses.replace(outcomes[0], payload=result.segment)
+    for offset, done in enumerate(outcomes):
         yield slots[start + offset], done

@@ -1,11 +1,13 @@
-"""Handing JSONL lines from ``--jobs`` workers to the writing process through spool files.
+"""Handing JSONL output from ``--jobs`` workers to the writing process through segment files.
 
-A worker writes each rollout's line to its own small file in a private temporary folder and
-returns only its name and size; the writing process appends the file to the output with
-``os.sendfile`` (a copy inside the kernel) and deletes it. Compared with returning the line through
-the worker pool's pipe, the bytes are never pickled, piped or copied through Python in the writing
-process, which would otherwise compete with the workers for the cores. At most the rollouts in
-flight (``assemble/workers.py``) are spooled at any time; the folder is removed when the build ends.
+A worker writes the lines of each chunk of rollouts it assembles to one segment file in a private
+temporary folder (``assemble/chunks.py``) and returns only its name and size; the writing process
+appends the segments to the output in chunk order with ``os.sendfile`` (a copy inside the kernel)
+and deletes each once appended. Compared with returning the lines through the worker pool's pipe,
+the bytes are never pickled, piped or copied through Python in the writing process, which would
+otherwise compete with the workers for the cores. Segments are appended as they arrive rather than
+joined at the end, so the spool holds only the chunks in flight (``assemble/workers.py``), never a
+second copy of the output; the folder is removed when the build ends.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ _COPY_STEP = 1 << 30
 
 @dataclass(frozen=True, slots=True)
 class Spooled:
-    """Where a worker left one output line: a file of ``size`` bytes."""
+    """Where a worker left output lines: a file of ``size`` bytes."""
 
     path: str
     size: int
@@ -30,17 +32,18 @@ class Spooled:
 
 @dataclass(frozen=True)
 class SpoolLines:
-    """The ``--jobs`` JSONL encoder: writes a built slot's line to ``folder`` (picklable, runs in workers)."""
+    """The ``--jobs`` JSONL encoder (picklable, runs in workers): a built slot's line, to be written to
+    the segment file of its chunk (:meth:`segment`)."""
 
     folder: str
 
-    def __call__(self, index: int, built: Any) -> Spooled:
-        """Spool the line of ``built`` (an ``assemble.build.Built``) at output position ``index``."""
-        path = os.path.join(self.folder, f"{index}.jsonl")
-        line = built.line
-        with open(path, "wb") as handle:
-            handle.write(line)
-        return Spooled(path, len(line))
+    def __call__(self, index: int, built: Any) -> bytes:
+        """The output line of ``built`` (an ``assemble.build.Built``) at output position ``index``."""
+        return built.line
+
+    def segment(self, chunk: int) -> str:
+        """The segment file of chunk number ``chunk``."""
+        return os.path.join(self.folder, f"{chunk}.jsonl")
 
 
 class _Unsupported(Exception):
@@ -62,7 +65,7 @@ def _copy(source: int, target: int, size: int) -> None:
 
 
 def spool_appender(handle: BinaryIO) -> Callable[[Spooled], None]:
-    """The writer of spooled lines: appends each file to ``handle`` in order, then deletes it.
+    """The writer of spooled segments: appends each file to ``handle`` in order, then deletes it.
 
     Uses ``os.sendfile`` on a real file descriptor, else (in-memory streams, outputs ``sendfile``
     cannot write to) reads and writes.

@@ -49,7 +49,7 @@ from ng_traj.sources.openclaw.store import (
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
 from ng_traj.sources.pi.forks import fork_parents, fork_trees, header_only, observe_forks
 from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
-from ng_traj.sources.pi.session import read_session
+from ng_traj.sources.pi.session import Session, read_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
 OPENCLAW_CUSTOM = ("model-snapshot", "openclaw")
@@ -171,8 +171,9 @@ class OpenClawReader:
                 transcripts.append(file)
         used: set[str] = set()
         covered: dict[Path, set[str]] = {}
-        units = [self._pinchbench(t, sink, used, covered) for t in transcripts if pinchbench_run(t) is not None]
-        headers = {t: read_session(t, DiagnosticSink()).session_id for t in transcripts if str(t) not in used}
+        scans = _Scans()
+        units = [self._pinchbench(t, sink, used, covered, scans) for t in transcripts if pinchbench_run(t) is not None]
+        headers = {t: scans.header(t).session_id for t in transcripts if str(t) not in used}
         for root, store_paths in sorted(stores_by_root.items()):
             stores = read_stores(store_paths, root, sink)
             for entry, path in adopt_renamed(stores, headers):
@@ -181,18 +182,18 @@ class OpenClawReader:
                     f"{entry.session_id}; the store names {transcript_names(entry)[0]}, which is not there)"
                 )
                 sink.add(Diagnostic("info", "session_transcript_renamed", message, path=str(path)))
-            units.extend(self._trees(stores, store_paths, sink, used, covered.setdefault(root, set())))
-        units.extend(_loose(transcripts, sink, used))
+            units.extend(self._trees(stores, store_paths, sink, used, covered.setdefault(root, set()), scans))
+        units.extend(_loose(transcripts, sink, used, scans))
         return units
 
     def _pinchbench(
-        self, transcript: Path, sink: DiagnosticSink, used: set[str], covered: dict[Path, set[str]]
+        self, transcript: Path, sink: DiagnosticSink, used: set[str], covered: dict[Path, set[str]], scans: _Scans
     ) -> NativeUnit:
         agents = transcript.parent / "openclaw_sessions" / "agents"
         stores = read_stores(_pinchbench_stores(agents), agents, DiagnosticSink())
         hints = [("transcript", str(transcript)), ("agents_root", str(agents))]
         paths = [transcript, *_pinchbench_stores(agents)]
-        root = _root_key(stores, read_session(transcript, DiagnosticSink()).session_id)
+        root = _root_key(stores, scans.header(transcript).session_id)
         if root is not None:
             nodes, _ = discover_tree(stores, root, transcript)
             covered.setdefault(agents, set()).update(node.key for node in nodes)
@@ -200,10 +201,16 @@ class OpenClawReader:
             paths += [checkpoint for node in nodes for checkpoint in node.checkpoints]
             hints.append(("root", root))
         run_ids = frozenset({pinchbench_run(transcript) or ""})
-        return _unit("pinchbench", paths, sink, used, tuple(hints), run_ids=run_ids)
+        return _unit("pinchbench", paths, scans, used, tuple(hints), run_ids=run_ids)
 
     def _trees(
-        self, stores: Stores, store_paths: list[Path], sink: DiagnosticSink, used: set[str], covered: set[str]
+        self,
+        stores: Stores,
+        store_paths: list[Path],
+        sink: DiagnosticSink,
+        used: set[str],
+        covered: set[str],
+        scans: _Scans,
     ) -> list[NativeUnit]:
         units = []
         roots = tree_roots(stores)
@@ -219,7 +226,7 @@ class OpenClawReader:
             hints += tuple(("renamed", str(path)) for path in sorted(renamed))
             anchor = nodes[0].transcript or stores.entries[root].store
             key = stores.entries[root].session_id or root
-            units.append(_unit("tree", paths, sink, used, hints, key=key, anchor=anchor))
+            units.append(_unit("tree", paths, scans, used, hints, key=key, anchor=anchor))
         return units
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
@@ -257,17 +264,41 @@ class OpenClawReader:
         return _bundle(observed, gaps)
 
 
-def _loose(transcripts: list[Path], sink: DiagnosticSink, used: set[str]) -> list[NativeUnit]:
+def _loose(transcripts: list[Path], sink: DiagnosticSink, used: set[str], scans: _Scans) -> list[NativeUnit]:
     """Units of the transcripts no store or PinchBench run took: one per transcript, except that a
     fork (header ``parentSession`` naming another of them) joins its parent's unit (mode ``forks``)."""
-    loose = {
-        str(path): header_only(read_session(path, DiagnosticSink())) for path in transcripts if str(path) not in used
-    }
+    loose = {str(path): scans.header(path) for path in transcripts if str(path) not in used}
     units = []
     for root, names in fork_trees(fork_parents(loose)).items():
         mode = "single" if len(names) == 1 else "forks"
-        units.append(_unit(mode, [Path(name) for name in names], sink, used, (("transcript", root),)))
+        units.append(_unit(mode, [Path(name) for name in names], scans, used, (("transcript", root),)))
     return units
+
+
+class _Scans:
+    """What indexing needs of each transcript (its header-only session and its response ids), each
+    transcript read once however many steps of indexing ask; diagnostics are left to loading.
+
+    Holds no entries, so an index of many transcripts stays small; it lives for one ``index`` call.
+    """
+
+    def __init__(self) -> None:
+        self._seen: dict[str, tuple[Session, frozenset[str]]] = {}
+
+    def _scan(self, path: Path) -> tuple[Session, frozenset[str]]:
+        found = self._seen.get(str(path))
+        if found is None:
+            session = read_session(path, DiagnosticSink(), index_only=True)
+            found = self._seen[str(path)] = (header_only(session), response_ids(session))
+        return found
+
+    def header(self, path: Path) -> Session:
+        """The transcript at ``path`` without its entries (:func:`header_only`)."""
+        return self._scan(path)[0]
+
+    def response_ids(self, path: Path) -> frozenset[str]:
+        """Provider response ids of the transcript's assistant messages (:func:`response_ids`)."""
+        return self._scan(path)[1]
 
 
 def _pinchbench_stores(agents: Path) -> list[Path]:
@@ -282,7 +313,7 @@ def _root_key(stores: Stores, session_id: str) -> str | None:
 def _unit(
     mode: str,
     paths: Sequence[Path],
-    sink: DiagnosticSink,
+    scans: _Scans,
     used: set[str],
     hints: tuple[tuple[str, str], ...],
     key: str | None = None,
@@ -290,10 +321,9 @@ def _unit(
     anchor: Path | None = None,
 ) -> NativeUnit:
     transcripts = [path for path in paths if path.suffix != ".json"]
-    sessions = [read_session(path, DiagnosticSink()) for path in transcripts]
     used.update(str(path) for path in transcripts)
-    ids = frozenset(rid for session in sessions for rid in response_ids(session))
-    unit_key = key or (sessions[0].session_id if sessions else Path(paths[0]).stem)
+    ids = frozenset(rid for path in transcripts for rid in scans.response_ids(path))
+    unit_key = key or (scans.header(transcripts[0]).session_id if transcripts else Path(paths[0]).stem)
     names = tuple(sorted(dict.fromkeys(str(path) for path in paths)))
     first = str(anchor or (transcripts[0] if transcripts else paths[0]))
     return NativeUnit("openclaw", unit_key, names, ids, folders_of(names), run_ids, (("mode", mode), *hints), first)

@@ -47,7 +47,7 @@ class PiReader:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
         sessions, responses = {}, {}
         for path in files:
-            session = read_session(path, DiagnosticSink())
+            session = read_session(path, DiagnosticSink(), index_only=True)
             sessions[str(path)], responses[str(path)] = header_only(session), response_ids(session)
         units = []
         for root, names in fork_trees(fork_parents(sessions)).items():

@@ -211,8 +211,14 @@ def _block_problem(content: Any) -> str | None:
     return None
 
 
-def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
-    """Parse one pi-family session file; unreadable lines are reported to ``sink`` and counted."""
+def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = False) -> Session:
+    """Parse one pi-family session file; unreadable lines are reported to ``sink`` and counted.
+
+    ``index_only``: what indexing needs (the header, the entries and their ids, ``response_ids``) and
+    no more: entries are not compared by content with the earlier ones (``copy_of`` is set only for
+    repeated ids) and copies and cycles are not reported; that is loading's work. It takes about
+    three fifths of the time of a full read.
+    """
     session = Session(str(path), Path(path).name.split(".jsonl")[0])
     previous: str | None = None
     copies: dict[object, int] = {}
@@ -245,9 +251,10 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
             entry.parent_id = latest.get(entry.parent_id, entry.parent_id)
         if _repeated(session, entry, copies, sink):
             continue
-        entry.copy_of = entry.copy_of or index.original(entry.id, entry.type, entry.raw)
-        if entry.copy_of is None:
-            index.add(entry.id, entry.type, entry.raw)
+        if not index_only:
+            entry.copy_of = entry.copy_of or index.original(entry.id, entry.type, entry.raw)
+            if entry.copy_of is None:
+                index.add(entry.id, entry.type, entry.raw)
         latest[entry.raw.get("id") if session.version > 1 and isinstance(entry.raw.get("id"), str) else entry.id] = (
             entry.id
         )
@@ -258,6 +265,8 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     if any(entry.type in EVENT_TYPES for entry in session.entries):
         session.entries = _entries_from_events(session.entries, session.path, sink)
         session.event_log = True
+    if index_only:
+        return session
     _report_cycles(session, sink)
     first = next((entry.line for entry in session.entries if entry.copy_of is not None), None)
     report_copies(session.copied(), "earlier entries of the session", session.path, first, sink)
