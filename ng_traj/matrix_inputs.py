@@ -130,13 +130,16 @@ def read_records(
     else:
         found = read_file(path, sink, max_line_bytes=max_line_bytes, label=label)
     for read in found:
-        if read.row is not None:
-            context = row_context(read.row, read.record)
-        elif read.kind == "dataset":
-            context = _dataset_context(read)
-        else:
-            context = _plain_context(read.record)
-        yield MatrixRecord(read.record, context, bool(keys_0_7(read.value)))
+        yield MatrixRecord(read.record, record_context(read), bool(keys_0_7(read.value)))
+
+
+def record_context(read: ReadRecord) -> RecordContext:
+    """What the matrix knows of a record read back: its row's context, its dataset columns, or nothing."""
+    if read.row is not None:
+        return row_context(read.row, read.record)
+    if read.kind == "dataset":
+        return _dataset_context(read)
+    return _plain_context(read.record)
 
 
 def _dataset_context(read: ReadRecord) -> RecordContext:

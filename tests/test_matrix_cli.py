@@ -13,6 +13,7 @@ import orjson
 import pytest
 
 from conftest import FIXTURES, run_cli, shared_dir
+from ng_traj.views.meanings import CRITERIA_MEANINGS, VALUE_MEANINGS
 
 MATRIX = FIXTURES / "matrix"
 
@@ -131,7 +132,15 @@ def test_csv_and_table_formats():
     assert len(lines) == 1 + 2 * 7
     table = run_cli("matrix", MATRIX / "rows.jsonl", "--reference")
     assert "O 2/3" in table.stdout and "documented: simple_agent" in table.stdout
-    assert "simple_agent_run C6 X 0/2: gap:conversation_from_rollout_record (1 of 2 records)" in table.stdout
+    assert (
+        "  gap:conversation_from_rollout_record:\n    simple_agent_run: C4 O 1/2 (1 of 2 records), "
+        "C5 O 1/2 (1 of 2 records), C6 X 0/2 (1 of 2 records), C7 O 1/2 (1 of 2 records)\n"
+    ) in table.stdout
+    assert table.stdout.count("gap:conversation_from_rollout_record") == 1  # one line per reason
+    legend = table.stdout[table.stdout.index("Criteria:") :].splitlines()
+    assert legend[1] == "  C1  " + CRITERIA_MEANINGS["C1"]
+    assert legend[-1] == "  n/a " + VALUE_MEANINGS["n/a"]
+    assert len(legend) == 1 + 7 + 1 + 4
     assert table.stderr.strip().endswith(
         "evaluated 5 record(s) in 2 group(s); 0 error(s), 0 warning(s); fits both revisions (nemo-gym 0.7.0 and earlier)"
     )

@@ -11,6 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from ng_traj.views.meanings import CRITERIA_MEANINGS, VALUE_MEANINGS, legend_lines
+
 STYLES = {"V": "green", "O": "yellow", "X": "red", "NA": "dim"}
 DIFFERS = "≠"
 
@@ -50,6 +52,29 @@ def reasons(data: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     return lines
 
 
+def collapsed(data: dict[str, Any]) -> list[tuple[str, list[tuple[str, list[str]]]]]:
+    """The reasons of :func:`reasons` with repeats merged: per distinct reason (most cells first, then
+    by name), the groups whose cells with that reason read alike share one entry,
+    ``("C4 X 0/5 (5 of 5 records), C7 X 0/5 (5 of 5 records)", [group, ...])``."""
+    by_reason: dict[str, dict[str, list[str]]] = {}
+    for name, criterion, cell, why, share in reasons(data):
+        by_reason.setdefault(why, {}).setdefault(name, []).append(f"{criterion} {cell} ({share})")
+    out = []
+    for why, groups in sorted(by_reason.items(), key=lambda item: (-sum(map(len, item[1].values())), item[0])):
+        alike: dict[str, list[str]] = {}
+        for name, cells in groups.items():
+            alike.setdefault(", ".join(cells), []).append(name)
+        out.append((why, sorted(alike.items(), key=lambda item: (-len(item[1]), item[0]))))
+    return out
+
+
+def _groups_text(names: list[str]) -> str:
+    return ", ".join(names) + (f" ({len(names)} groups)" if len(names) > 1 else "")
+
+
+REASONS_HEAD = "Main reason of each cell that is not V (repeated reasons merged):"
+
+
 def _documented_label(group: dict[str, Any]) -> str:
     return f"  documented: {group['reference_row'] or 'no row'}"
 
@@ -69,11 +94,14 @@ def table(data: dict[str, Any], console: Console) -> None:
             ]
             grid.add_row(Text(_documented_label(group), style="dim"), "", *marks)
     console.print(grid)
-    lines = reasons(data)
+    lines = collapsed(data)
     if lines:
-        console.print("Main reason of each cell that is not V:")
-        for name, criterion, cell, why, share in lines:
-            console.print(f"  {name} {criterion} {cell}: {why} ({share})", highlight=False, markup=False)
+        console.print(REASONS_HEAD, markup=False)
+        for why, alike in lines:
+            console.print(f"  {why}:", highlight=False, markup=False)
+            for cells, names in alike:
+                console.print(f"    {_groups_text(names)}: {cells}", highlight=False, markup=False)
+    console.print("\n".join(legend_lines()), highlight=False, markup=False)
 
 
 def markdown(data: dict[str, Any]) -> str:
@@ -86,10 +114,14 @@ def markdown(data: dict[str, Any]) -> str:
         if data["reference"] is not None:
             marks = [documented_text(c) for c in group["cells"].values()]
             out.append(f"| ↳ documented: `{group['reference_row'] or 'no row'}` |  | " + " | ".join(marks) + " |")
-    lines = reasons(data)
+    lines = collapsed(data)
     if lines:
-        out += ["", "Main reason of each cell that is not V:", ""]
-        out += [f"- `{name}` {criterion} {cell}: `{why}` ({share})" for name, criterion, cell, why, share in lines]
+        out += ["", REASONS_HEAD, ""]
+        for why, alike in lines:
+            out.append(f"- `{why}`:")
+            out += [f"  - {_groups_text([f'`{n}`' for n in names])}: {cells}" for cells, names in alike]
+    out += ["", "Criteria:", ""] + [f"- **{name}** {text}" for name, text in CRITERIA_MEANINGS.items()]
+    out += ["", "Cells:", ""] + [f"- **{value}** {text}" for value, text in VALUE_MEANINGS.items()]
     return "\n".join(out) + "\n"
 
 

@@ -1,0 +1,136 @@
+"""``ng-traj report INPUT... -o report.html``: one self-contained HTML file of the rollouts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
+from ng_traj.cli.output import QUIET_HELP, VERBOSE_HELP, Reporter, choose_format, output_format_option, verbosity
+from ng_traj.cli.show import INPUT_HELP, ROLE_HELP
+from ng_traj.diagnostics import RunError
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+
+
+def command(
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False)],
+    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.", show_default=False)],
+    compare: Annotated[
+        list[Path] | None,
+        typer.Option(
+            "--compare",
+            metavar="OTHER",
+            help="Another build of the same tasks, compared side by side (repeatable: its inputs).",
+            show_default=False,
+        ),
+    ] = None,
+    title: Annotated[str, typer.Option(help="The page title.")] = "ng-traj report",
+    role: Annotated[list[str] | None, typer.Option("--role", help=ROLE_HELP, show_default=False)] = None,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Mask secrets (exact key names, credential patterns) in the report.")
+    ] = False,
+    redact_key: Annotated[
+        list[str] | None, typer.Option("--redact-key", help="Another exact key name to mask (repeatable).")
+    ] = None,
+    redact_pattern: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact-pattern",
+            metavar="REGEX",
+            help="Another secret shape to mask in text, a Python regular expression; with a group named "
+            "'secret', only that group is masked (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    max_line_bytes: Annotated[
+        int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
+    ] = DEFAULT_MAX_LINE_BYTES,
+    output_format: Annotated[str, output_format_option()] = "text",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+) -> None:
+    """Write one self-contained HTML report of the rollouts of INPUT (no server, no network: it opens
+    from file://): a rollout list with filters and search; per rollout a timeline of model and tool
+    calls (parallel calls overlapping, sub-agents under the tool call that spawned them, a mark
+    where a time is missing), the conversation as the model saw it, the exact requests from capture,
+    token and latency totals per role and the gaps; the C1–C7 matrix with its legend; with --compare,
+    a second build of the same tasks side by side.
+
+    --redact masks secrets in the report as in build output. Diagnostics and a summary go to
+    standard error (--output-format). Exit 0 when a report was written, 1 when the inputs hold no
+    rollout (nothing is written), 2 for usage errors.
+    """
+    guarded(
+        debug,
+        lambda: run(
+            inputs,
+            output,
+            list(compare or ()),
+            title,
+            tuple(role or ()),
+            (redact or bool(redact_key) or bool(redact_pattern), tuple(redact_key or ()), tuple(redact_pattern or ())),
+            max_line_bytes,
+            Reporter("report", choose_format(output_format), verbosity(quiet, verbose)),
+        ),
+    )
+
+
+def run(
+    inputs: list[Path],
+    output: Path,
+    compare: list[Path],
+    title: str,
+    role: tuple[str, ...],
+    redaction: tuple[bool, tuple[str, ...], tuple[str, ...]],
+    max_line_bytes: int,
+    reporter: Reporter,
+) -> int:
+    """Read, render, write atomically; return the exit code."""
+    from ng_traj.io.atomic import atomic_file, check_file_target
+    from ng_traj.matrix import tabulate
+    from ng_traj.matrix_inputs import record_context
+    from ng_traj.matrix_report import load_reference, report
+    from ng_traj.records import read_inputs
+    from ng_traj.redact import Redactor, compile_patterns
+    from ng_traj.roles import parse_roles
+    from ng_traj.views import html
+
+    try:
+        roles = parse_roles(role)
+        redactor = Redactor(redaction[1], compile_patterns(redaction[2])) if redaction[0] else None
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
+    check_file_target(output)
+    shown = redactor.value if redactor is not None else (lambda value: value)
+    side, other = html.Collected(), html.Collected()
+    with reporter.feedback() as feedback:
+        advance = feedback.step("reading rollouts")
+
+        def records():
+            for read in read_inputs(inputs, reporter.sink, max_line_bytes=max_line_bytes):
+                advance()
+                side.add(read, shown(read.value), roles, keep_detail=True)
+                yield read.record, record_context(read)
+
+        groups = tabulate(records(), "agent", load_reference().concurrent)
+        for read in read_inputs(compare, reporter.sink, max_line_bytes=max_line_bytes):
+            other.add(read, read.value, roles, keep_detail=False)
+        feedback.finish_steps()
+    code = EXIT_OK if side.entries else EXIT_DATA
+    side, other = side.ordered(), other.ordered()
+    if side.entries:
+        page = html.render(
+            title, side, report(groups, "agent", None), html.compare(side.entries, other.entries) if compare else None
+        )
+        with atomic_file(output) as handle:
+            handle.write(page.encode("utf-8"))
+    line = f"wrote {len(side.entries)} rollout(s) to {output}" if side.entries else "no rollouts: nothing written"
+    if compare:
+        line += f"; compared with {len(other.entries)} rollout(s)"
+    line += f"; {reporter.sink.errors} error(s), {reporter.sink.warnings} warning(s)"
+    data = {"rollouts": len(side.entries), "compared": len(other.entries), "output": str(output)}
+    reporter.summary(data, code, line, lambda console: console.print(line, markup=False))
+    return code

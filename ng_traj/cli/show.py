@@ -1,0 +1,108 @@
+"""``ng-traj show INPUT [ROLLOUT]``: the rollouts of an input, or one rollout, in the terminal."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
+from ng_traj.cli.output import Reporter
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+
+INPUT_HELP = "ng_trajectory JSONL, rollout JSONL carrying ng_trajectory (build --attach), or a Parquet dataset."
+RUN_HELP = "Only the rollouts of this run (the dataset's run column; for rows, the file's label)."
+AGENT_HELP = "Only the rollouts of this agent (the row's agent_ref name)."
+ROLE_HELP = "NAME=ROLE: label the calls of model server NAME with ROLE in the totals (repeatable)."
+PAGER_LESS = "-RFX"
+"""``less`` options when the user set none: keep colours, quit when it fits one screen, leave it on screen."""
+
+
+def command(
+    source: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False)],
+    rollout: Annotated[
+        str | None, typer.Argument(metavar="[ROLLOUT]", help="The rollout id to show; without it, the list.")
+    ] = None,
+    run: Annotated[str | None, typer.Option("--run", help=RUN_HELP, show_default=False)] = None,
+    agent: Annotated[str | None, typer.Option("--agent", help=AGENT_HELP, show_default=False)] = None,
+    role: Annotated[list[str] | None, typer.Option("--role", help=ROLE_HELP, show_default=False)] = None,
+    pager: Annotated[
+        bool, typer.Option("--pager/--no-pager", help="Page the output on a terminal ($PAGER, else less).")
+    ] = True,
+    max_line_bytes: Annotated[
+        int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
+    ] = DEFAULT_MAX_LINE_BYTES,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+) -> None:
+    """Show what a rollout did: its invocation tree (sub-agents under the tool call that spawned
+    them), each turn and model call with tokens and latency, tool calls with status and duration,
+    token and latency totals per role, and its gaps by code with what each means.
+
+    Without ROLLOUT, the rollouts of INPUT are listed. Rollout ids repeat across runs and agents:
+    pick one with --run and --agent (an id that several rollouts share is an error listing them).
+    Paged on a terminal; plain text when standard output is a file or a pipe. Diagnostics about
+    unreadable lines go to standard error. Exit 0 when something was shown, 1 when the input holds
+    no rollout, 2 for usage errors (an unknown or ambiguous rollout).
+    """
+    guarded(debug, lambda: show(source, rollout, run, agent, tuple(role or ()), pager, max_line_bytes))
+
+
+def show(
+    source: Path,
+    rollout: str | None,
+    run: str | None,
+    agent: str | None,
+    role: tuple[str, ...],
+    pager: bool,
+    max_line_bytes: int,
+) -> int:
+    """Find, render and print; return the exit code."""
+    from rich.console import Console
+
+    from ng_traj.diagnostics import RunError
+    from ng_traj.records import read_inputs
+    from ng_traj.roles import parse_roles
+    from ng_traj.views import pick, terminal
+    from ng_traj.views.tree import rollout_view
+
+    try:
+        roles = parse_roles(role)
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
+    reporter = Reporter("show")
+    reads = read_inputs([source], reporter.sink, max_line_bytes=max_line_bytes)
+    console = Console(highlight=False, emoji=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, emoji=False, width=160)
+    if rollout is None:
+        entries = list(pick.listing(reads, run, agent))
+        reporter.flush_infos()
+        if not entries:
+            console.print("no rollouts" + (" for the --run/--agent given" if run or agent else ""), markup=False)
+            return EXIT_DATA
+        _print(console, pager, lambda: console.print(terminal.rollout_list(entries)))
+        return EXIT_OK
+    read = pick.pick(reads, rollout, run, agent)
+    reporter.flush_infos()
+    about = {
+        "run": read.run,
+        "agent": read.agent,
+        "producer": read.producer,
+        "reward": read.reward,
+        "where": f"{read.source}:{read.position}",
+    }
+    view = rollout_view(read.value, roles)
+    _print(console, pager, lambda: terminal.render_rollout(view, about, console))
+    return EXIT_OK
+
+
+def _print(console, pager: bool, body) -> None:
+    """Run ``body`` (which prints to ``console``) through the pager when on a terminal."""
+    if not (pager and console.is_terminal):
+        body()
+        return
+    os.environ.setdefault("LESS", PAGER_LESS)
+    with console.pager(styles=True):
+        body()

@@ -1,0 +1,180 @@
+"""``ng-traj show`` in the terminal: the rollout list, and one rollout as a rich tree.
+
+Input is what ``views.tree.rollout_view`` and ``views.pick`` return; nothing here reads files.
+Text from the records (ids, tool names, gap details) is printed as text, never as rich markup.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from rich.console import Console, Group
+from rich.table import Table
+from rich.text import Text
+from rich.tree import Tree
+
+from ng_traj.views.pick import Entry
+
+STATUS_STYLES = {
+    "completed": "green",
+    "failed": "red",
+    "timeout": "red",
+    "cancelled": "yellow",
+    "incomplete": "yellow",
+    "unknown": "dim",
+}
+
+
+def _ms(value: float | None) -> str:
+    return "—" if value is None else (f"{value:.0f} ms" if value < 10_000 else f"{value / 1000:.1f} s")
+
+
+def _count(value: int | None) -> str:
+    return "—" if value is None else f"{value:,}"
+
+
+def _reward(value: float | None) -> str:
+    return "—" if value is None else f"{value:g}"
+
+
+def rollout_list(entries: Iterable[Entry]) -> Table:
+    """A table of rollouts: id, task, run, agent, reward, calls, tools, gaps, where."""
+    grid = Table(title="Rollouts (ng-traj show INPUT ROLLOUT shows one)", title_justify="left")
+    for name in ("rollout", "task", "run", "agent", "reward", "model calls", "tool calls", "gaps", "where"):
+        grid.add_column(name, justify="right" if name in ("reward", "model calls", "tool calls", "gaps") else "left")
+    for item in entries:
+        grid.add_row(
+            Text(item.rollout_id),
+            Text(item.task_id),
+            Text(item.run or "—"),
+            Text(item.agent or "—"),
+            _reward(item.reward),
+            str(item.model_calls),
+            str(item.tool_calls),
+            str(item.gaps),
+            Text(item.where()),
+        )
+    return grid
+
+
+def _status(value: str) -> Text:
+    return Text(value, style=STATUS_STYLES.get(value, ""))
+
+
+def _call_line(call: Mapping[str, Any]) -> Text:
+    line = Text("model call ", style="cyan")
+    line.append(call["label"])
+    line.append(f"  [{call['role']}]", style="dim")
+    tokens = f"  tokens {_count(call['prompt_tokens'])} in / {_count(call['completion_tokens'])} out"
+    line.append(tokens + f" / {_count(call['total_tokens'])} total")
+    line.append(f"  latency {_ms(call['duration_ms'])}")
+    if call["status_code"] is not None:
+        line.append(f"  HTTP {call['status_code']}", style="red" if call["status_code"] >= 400 else "dim")
+    if call["error"]:
+        line.append(f"  {call['error']}", style="red")
+    return line
+
+
+def _tool_line(tool: Mapping[str, Any]) -> Text:
+    line = Text("tool call ", style="magenta")
+    line.append(tool["label"])
+    line.append(f"  {tool['id']}  ", style="dim")
+    line.append_text(_status(tool["status"]))
+    line.append(f"  {_ms(tool['duration_ms'])}")
+    if tool["interval"] is None:
+        line.append("  (no time recorded)", style="yellow")
+    if not tool["recorded"]:
+        line.append("  (in the conversation only: no tool record)", style="dim")
+    return line
+
+
+def _invocation_label(node: Mapping[str, Any]) -> Text:
+    label = Text("invocation ", style="bold")
+    label.append(node["invocation_id"], style="bold")
+    label.append("  ")
+    label.append_text(_status(node["status"]))
+    label.append(f"  {_ms(node['duration_ms'])}" if node["duration_ms"] is not None else "")
+    if node["spawned_by"]:
+        label.append(f"  spawned by {node['spawned_by']}", style="dim")
+    return label
+
+
+def _add_invocation(parent: Tree, node: Mapping[str, Any]) -> None:
+    branch = parent.add(_invocation_label(node))
+    for turn in node["turns"]:
+        resolved = {True: ", resolved", False: ", not resolved", None: ""}[turn["resolved"]]
+        branch.add(
+            Text(
+                f"turn {turn['turn_no']}: {turn['step_count']} step(s), {turn['model_calls']} model call(s){resolved}",
+                style="blue",
+            )
+        )
+    for call in node["model_calls"]:
+        branch.add(_call_line(call))
+    for tool in node["tool_calls"]:
+        leaf = branch.add(_tool_line(tool))
+        for child in tool["children"]:
+            _add_invocation(leaf, child)
+    for child in node["children"]:
+        _add_invocation(branch, child)
+
+
+def _totals(view: Mapping[str, Any]) -> Table:
+    grid = Table(title="Tokens and latency per role (model server)", title_justify="left")
+    for name in ("role", "calls", "prompt", "completion", "total", "latency", "calls without counts"):
+        grid.add_column(name, justify="left" if name == "role" else "right")
+    for row in view["roles"]:
+        grid.add_row(
+            Text(row["role"]),
+            str(row["calls"]),
+            _count(row["prompt_tokens"]),
+            _count(row["completion_tokens"]),
+            _count(row["total_tokens"]),
+            _ms(row["latency_ms"]),
+            str(row["missing"]),
+        )
+    return grid
+
+
+def _gaps(view: Mapping[str, Any]) -> Group | Text:
+    if not view["gaps"]:
+        return Text("No gaps: nothing was recorded as unobservable.", style="green")
+    parts: list[Any] = [Text("Gaps (what could not be observed), by code:", style="bold")]
+    for group in view["gaps"]:
+        head = Text(f"  {group['code']}", style="yellow")
+        head.append(f" ×{len(group['items'])}: {group['meaning']}")
+        parts.append(head)
+        for item in group["items"][:10]:
+            where = f"{item['invocation_id']}: " if item["invocation_id"] else ""
+            parts.append(Text(f"      {where}{item['detail'] or '(no detail)'}", style="dim"))
+        if len(group["items"]) > 10:
+            parts.append(Text(f"      and {len(group['items']) - 10} more", style="dim"))
+    return Group(*parts)
+
+
+def _header(view: Mapping[str, Any], about: Mapping[str, Any]) -> Text:
+    totals = view["totals"]
+    text = Text(f"rollout {view['rollout_id']}", style="bold")
+    text.append(f"  task {view['task_id']}  status ")
+    text.append_text(_status(view["status"]))
+    facts = [f"{key} {about[key]}" for key in ("run", "agent", "producer", "reward") if about.get(key) is not None]
+    text.append(("\n" + "  ".join(facts)) if facts else "")
+    text.append(f"\nfrom {about['where']}", style="dim")
+    text.append(
+        f"\n{totals['invocations']} invocation(s), {totals['turns']} turn(s), {totals['model_calls']} model call(s), "
+        f"{totals['tool_calls']} tool call(s), {_count(totals['total_tokens'])} tokens, "
+        f"{_ms(totals['latency_ms'])} model latency"
+    )
+    return text
+
+
+def render_rollout(view: Mapping[str, Any], about: Mapping[str, Any], console: Console) -> None:
+    """Print one rollout: header, invocation tree, per-role totals, gaps by code."""
+    console.print(_header(view, about))
+    tree = Tree(Text("Invocations (sub-agents under the tool call that spawned them)", style="bold"))
+    for node in view["tree"]:
+        _add_invocation(tree, node)
+    console.print(tree)
+    console.print(_totals(view))
+    console.print(_gaps(view))
