@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -162,7 +163,12 @@ class TranscriptCall:
     ref: ModelCallRef | None = None
 
 
-_ITEMS = TypeAdapter(list[ConversationItem])
+@cache
+def _items_adapter() -> TypeAdapter[list[Any]]:
+    """The conversation's item adapter, built on first use (building it costs about 0.1 s)."""
+    return TypeAdapter(list[ConversationItem])
+
+
 _REASONING, _MESSAGE, _CALL = 0, 1, 2
 
 
@@ -241,7 +247,7 @@ def _invocation_turns(
     segments = _merged(items, _segments(items), calls)
     if not segments:
         return []
-    dumped = _ITEMS.dump_python(list(items), mode="json")
+    dumped = _items_adapter().dump_python(list(items), mode="json")
     turns: list[TrajectoryTurn] = []
     steps = 0
     for number, (segment, call) in enumerate(zip(segments, _paired(items, segments, calls), strict=True), 1):
