@@ -415,3 +415,28 @@ def test_transcript_turns_round_trip_through_parquet(tmp_path):
     assert back == jsonl.read_bytes()
     (record,) = [TrajectoryRecord.model_validate_json(line) for line in back.splitlines()]
     assert len(record.turns) == 2
+
+
+def test_without_payloads_the_transcript_turns_name_the_captured_calls(tmp_path):
+    """Rows, capture and sessions: with payloads the turns are the captured calls' (upstream's);
+    with ``--no-payloads`` no captured call has a response, so the sessions' turns are read, each
+    with the ref of the captured call its message matched and that call's start."""
+    folder = FIXTURES / "native_e2e"
+    captured = {}
+    for path in sorted((folder / "capture").glob("*.capture.jsonl")):
+        lines = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+        captured[path.name.split(".")[0]] = [(line["model_call_id"], line["started_at"]) for line in lines]
+    with_payloads = {r["rollout_id"]: r for r in build_valid(tmp_path, folder)}
+    out = tmp_path / "bare.jsonl"
+    assert run_cli("build", folder, "--no-payloads", "-o", out).exit_code == 0
+    bare = {r["rollout_id"]: r for r in map(orjson.loads, out.read_bytes().splitlines())}
+    for rollout, record in bare.items():
+        owned = [
+            ref["model_call_id"] for inv in record["invocations"] for ref in inv["model_calls"] if ref["model_call_id"]
+        ]
+        expected = [(call, start) for call, start in captured[rollout] if call in owned]
+        assert [(t["model_calls"][0]["model_call_id"], t["timestamp"]) for t in record["turns"]] == expected
+        _transcript_gap_only(record)
+        full = with_payloads[rollout]
+        assert TRANSCRIPT_GAP not in _codes(full) and len(full["turns"]) == len(expected)
+        assert [t["model_calls"] for t in full["turns"]] == [t["model_calls"] for t in record["turns"]]

@@ -26,6 +26,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cache
 from typing import Any
 
 from pydantic import TypeAdapter
@@ -162,7 +163,12 @@ class TranscriptCall:
     ref: ModelCallRef | None = None
 
 
-_ITEMS = TypeAdapter(list[ConversationItem])
+@cache
+def _items_adapter() -> TypeAdapter[list[Any]]:
+    """The conversation's item adapter, built on first use (building it costs about 0.1 s)."""
+    return TypeAdapter(list[ConversationItem])
+
+
 _REASONING, _MESSAGE, _CALL = 0, 1, 2
 
 
@@ -235,13 +241,13 @@ def _paired(
 
 
 def _invocation_turns(
-    task_id: str, rollout_id: str, invocation: AgentInvocation, calls: Sequence[TranscriptCall]
+    task_id: str, rollout_id: str, invocation: AgentInvocation, calls: Sequence[TranscriptCall], times: _Times
 ) -> list[TrajectoryTurn]:
     items = invocation.conversation
     segments = _merged(items, _segments(items), calls)
     if not segments:
         return []
-    dumped = _ITEMS.dump_python(list(items), mode="json")
+    dumped = _items_adapter().dump_python(list(items), mode="json")
     turns: list[TrajectoryTurn] = []
     steps = 0
     for number, (segment, call) in enumerate(zip(segments, _paired(items, segments, calls), strict=True), 1):
@@ -254,7 +260,7 @@ def _invocation_turns(
                 task_id=task_id,
                 rollout_id=rollout_id,
                 turn_no=number,
-                timestamp=call.timestamp if call is not None and call.timestamp is not None else 0.0,
+                timestamp=times.of(call),
                 question=dumped[: segment[0]],
                 answer=answer,
                 reasoning_content=reasoning or None,
@@ -266,17 +272,28 @@ def _invocation_turns(
     return turns
 
 
-def _ref_calls(invocation: AgentInvocation, model_calls: Sequence[TrajectoryModelCall]) -> list[TranscriptCall]:
-    """The invocation's own refs as its calls (a row bundle names no native call), timed by the
-    record's model call each names."""
-    by_call = {call.model_call_id: call for call in model_calls if call.model_call_id}
-    by_response = {c.response_metadata.response_id: c for c in model_calls if c.response_metadata.response_id}
-    calls = []
-    for ref in invocation.model_calls:
-        call = by_call.get(ref.model_call_id or "") or by_response.get(ref.response_id or "")
-        timestamp = (call.started_at or call.completed_at) if call is not None else None
-        calls.append(TranscriptCall(invocation.invocation_id, frozenset(), timestamp, ref))
-    return calls
+class _Times:
+    """A turn's time: that of the record's model call its ref names (the captured start, else
+    completion), else the session's own time of the call, else 0.0."""
+
+    def __init__(self, model_calls: Sequence[TrajectoryModelCall]) -> None:
+        self.by_call = {call.model_call_id: call for call in model_calls if call.model_call_id}
+        self.by_response = {c.response_metadata.response_id: c for c in model_calls if c.response_metadata.response_id}
+
+    def of(self, call: TranscriptCall | None) -> float:
+        if call is None:
+            return 0.0
+        ref = call.ref
+        named = (
+            (self.by_call.get(ref.model_call_id or "") or self.by_response.get(ref.response_id or "")) if ref else None
+        )
+        timestamp = (named.started_at or named.completed_at) if named is not None else None
+        return timestamp or call.timestamp or 0.0
+
+
+def _ref_calls(invocation: AgentInvocation) -> list[TranscriptCall]:
+    """The invocation's own refs as its calls (a row bundle names no native call)."""
+    return [TranscriptCall(invocation.invocation_id, frozenset(), None, ref) for ref in invocation.model_calls]
 
 
 def turns_from_transcript(
@@ -294,12 +311,14 @@ def turns_from_transcript(
     model was given, in the conversation's own item shape); ``answer`` the call's output items other
     than ``reasoning`` ones (its message and tool calls); ``reasoning_content`` its ``reasoning``
     items, or null; ``step_count`` the ``function_call`` items of the invocation's earlier turns, as
-    :func:`turns_from_calls` counts them. ``timestamp`` and the one ref come from the call's native
-    record when it is known, else from the invocation's own refs when it has one per call (a row's
-    bundle), else 0.0 and no ref. Every invocation gets its own turns, sub-agents
+    :func:`turns_from_calls` counts them. The one ref is that of the call's native record when it
+    matched a captured call, else the invocation's own ref when it has one per call (a row's bundle);
+    ``timestamp`` is the start (else completion) of the model call that ref names, else the session's
+    own time of the call, else 0.0. Every invocation gets its own turns, sub-agents
     too, as upstream's synthesis gives a sub-agent the calls it owns. Turns are sorted by
     ``(timestamp, invocation_id, turn_no)``; the last carries ``resolved`` when it is a boolean.
     """
+    times = _Times(model_calls)
     by_invocation: dict[str, list[TranscriptCall]] = {}
     for call in calls:
         by_invocation.setdefault(call.invocation_id, []).append(call)
@@ -310,7 +329,8 @@ def turns_from_transcript(
             task_id,
             rollout_id,
             invocation,
-            by_invocation.get(invocation.invocation_id) or _ref_calls(invocation, model_calls),
+            by_invocation.get(invocation.invocation_id) or _ref_calls(invocation),
+            times,
         )
     ]
     turns.sort(key=lambda turn: (turn.timestamp, turn.invocation_id, turn.turn_no))
