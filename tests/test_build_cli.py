@@ -63,7 +63,7 @@ def test_gym_examples_build_one_valid_trajectory_per_rollout_row(tmp_path):
         for r in pinch
     )
     for name in ("claude_code_agent__example_math_rollouts_materialized_inputs.jsonl", "pinchbench__example.jsonl"):
-        assert f"{examples / name}: warning[task_input_rows]: 5 row(s) are task inputs" in result.stderr
+        assert f"{examples / name}: warning[task_input_rows]: 5 rows are task inputs" in result.stderr
     assert "opencode_export_test_data.json: info[session_unattributed]: session ses_123" in result.stderr
 
 
@@ -608,7 +608,7 @@ def test_lines_at_the_start_of_a_rollouts_file_do_not_hide_it(tmp_path, start, r
     assert result.exit_code == 0, result.stderr
     corrupt = [line for line in result.stderr.splitlines() if "rollouts.jsonl:" in line and "invalid_json" in line]
     if reported == "task_input_rows":
-        assert "rollouts.jsonl: info[task_input_rows]: 1 row(s) are task inputs" in result.stderr
+        assert "rollouts.jsonl: info[task_input_rows]: 1 row is a task input" in result.stderr
     else:
         assert f"{len(corrupt)} invalid_json" == reported
     assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)

@@ -133,7 +133,7 @@ def test_csv_and_table_formats():
     assert "O 2/3" in table.stdout and "documented: simple_agent" in table.stdout
     assert "simple_agent_run C6 X 0/2: gap:conversation_from_rollout_record (1 of 2 records)" in table.stdout
     assert table.stderr.strip().endswith(
-        "evaluated 5 record(s) in 2 group(s); 0 error(s), 0 warning(s); fits both revisions (nemo-gym 0.7.0 and earlier)"
+        "evaluated 5 records in 2 groups; 0 errors, 0 warnings; fits both revisions (nemo-gym 0.7.0 and earlier)"
     )
 
 

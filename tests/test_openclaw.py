@@ -102,7 +102,7 @@ def test_a_corrupt_store_is_reported_once(tmp_path):
         assert result.exit_code == 0, result.stderr
         assert result.stderr.count("error[invalid_json]: session store unreadable") == 1
         assert result.stderr.count("error[not_an_object]: session store unreadable") == 1
-        assert "2 line(s) skipped" in result.stderr and "2 error(s)" in result.stderr
+        assert "2 lines skipped" in result.stderr and "2 errors" in result.stderr
 
 
 def test_a_spawned_by_cycle_is_reported_and_cut_at_the_smallest_key(tmp_path):

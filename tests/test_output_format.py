@@ -96,7 +96,7 @@ def test_info_is_summarised_by_default_listed_with_verbose_and_hidden_with_quiet
     single = [line for line in default if "info[hermes_store_unused]" in line]  # a code seen once is shown itself
     assert single == [
         f"{samples / 'hermes' / 'hermes_gateway-sessions-store.json'}: info[hermes_store_unused]: gateway session "
-        "store naming 1 session(s), none of them among the inputs; nothing to build"
+        "store naming 1 session, none of them among the inputs; nothing to build"
     ]
     verbose = run_cli("build", samples, "-o", out, "--verbose").stderr.splitlines()
     assert sum("info[session_unattributed]:" in line for line in verbose) == 27
@@ -127,7 +127,7 @@ def test_github_output_of_validate_and_build(tmp_path):
     assert result.exit_code == 1 and result.stderr == ""
     path = DEFECTS / "nul_bytes.jsonl"
     assert result.stdout.splitlines()[0] == f"::error file={path},line=2::[nul_byte] raw NUL byte at column 15"
-    assert result.stdout.splitlines()[-1].startswith("invalid: 1 file(s)")
+    assert result.stdout.splitlines()[-1].startswith("invalid: 1 file,")
     built = run_cli("build", RETAINED, "-o", "-", "--output-format", "github")
     assert built.stdout.encode() == RETAINED_EXPECTED.read_bytes()
     annotations = built.stderr.splitlines()
@@ -165,7 +165,7 @@ def test_validate_with_nothing_to_check_exits_1(tmp_path, content, message):
     assert result.exit_code == 1
     assert message in result.stderr
     assert f"error: {path}: nothing was validated: it holds no trajectory record" in result.stderr
-    assert result.stderr.splitlines()[-1].startswith("nothing validated: 1 file(s), 0 record(s)")
+    assert result.stderr.splitlines()[-1].startswith("nothing validated: 1 file, 0 records")
     (summary,) = [line for line in _lines(run_cli("validate", path, "--output-format", "json").stdout)[-1:]]
     assert (summary["exit_code"], summary["nothing_validated"]) == (1, [str(path)])
     with_valid = run_cli("validate", path, *sorted((FIXTURES / "validate" / "valid").glob("*.jsonl")))
@@ -229,3 +229,28 @@ def test_build_shows_planning_and_building_steps_and_validate_counts_bytes(tmp_p
     assert f"{size / 1000:.1f}/{size / 1000:.1f} kB" in drawn
     quiet = _on_a_terminal("build", RETAINED, "-o", tmp_path / "o.jsonl", "--output-format", "json")
     assert "planning" not in quiet
+
+
+ROWS = FIXTURES / "validate" / "valid" / "rollout_rows.jsonl"
+
+
+def test_counts_in_summaries_agree_with_their_nouns(tmp_path):
+    """One of a thing is singular, any other number plural, in every command's summary."""
+    out = tmp_path / "one.jsonl"
+    built = run_cli("build", ROWS, "-o", out)
+    assert built.exit_code == 0, built.stderr
+    summary = built.stderr.splitlines()[-1]
+    assert summary.startswith("built 1 trajectory (")
+    assert "; 0 lines skipped, 0 orphan capture files, 0 errors, 0 warnings" in summary
+    validated = run_cli("validate", out)
+    assert validated.stderr.splitlines()[-1].startswith(
+        "valid: 1 file, 1 record, 0 invalid, 0 lines skipped; 0 errors,"
+    )
+    matrix = run_cli("matrix", out)
+    assert matrix.stdout.startswith("C1–C7 by agent over 1 record")
+    assert "evaluated 1 record in 1 group; 0 errors, 0 warnings;" in matrix.stderr
+    converted = run_cli("convert", out, "-o", tmp_path / "one.parquet")
+    assert (
+        "converted 1 trajectory: " in converted.stderr
+        and "; 0 records skipped, 0 errors, 0 warnings" in converted.stderr
+    )

@@ -17,7 +17,7 @@ from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release
 from ng_traj.cli.output import Reporter
-from ng_traj.diagnostics import RunError, safe_text
+from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, compile_patterns
@@ -191,10 +191,11 @@ def _render(summary: BuildSummary, reporter: Reporter, output: str, code: int) -
 def _one_line(data: dict) -> str:
     gaps = sum(data["gaps_by_code"].values())
     return (
-        f"built {data['trajectories']} trajectories ({data['model_calls']} model calls, {data['tool_calls']} tool calls, "
-        f"{gaps} gaps) -> {data['output']}; {data['lines_skipped']} line(s) skipped, "
-        f"{len(data['orphan_captures'])} orphan capture file(s), {data['diagnostics']['errors']} error(s), "
-        f"{data['diagnostics']['warnings']} warning(s)"
+        f"built {plural(data['trajectories'], 'trajectory', 'trajectories')} "
+        f"({plural(data['model_calls'], 'model call')}, {plural(data['tool_calls'], 'tool call')}, "
+        f"{plural(gaps, 'gap')}) -> {data['output']}; {plural(data['lines_skipped'], 'line')} skipped, "
+        f"{plural(len(data['orphan_captures']), 'orphan capture file')}, "
+        f"{plural(data['diagnostics']['errors'], 'error')}, {plural(data['diagnostics']['warnings'], 'warning')}"
     )
 
 
@@ -202,7 +203,7 @@ def _roles(roles: dict) -> str:
     parts = []
     for role, totals in roles.items():
         tokens = totals["total_tokens"]
-        parts.append(f"{role} {totals['calls']} calls, {'?' if tokens is None else tokens} tokens")
+        parts.append(f"{role} {plural(totals['calls'], 'call')}, {'?' if tokens is None else plural(tokens, 'token')}")
     return "; ".join(parts) or "-"
 
 
@@ -215,12 +216,18 @@ def _table(data: dict) -> Table:
         ("by origin", ", ".join(f"{k} {v}" for k, v in data["by_origin"].items()) or "-"),
         ("inputs by kind", ", ".join(f"{k} {v}" for k, v in data["inputs_by_kind"].items()) or "-"),
         ("rows", f"{data['rollout_rows']} rollout, {data['task_input_rows']} task input"),
-        ("calls", f"{data['model_calls']} model, {data['tool_calls']} tool; {data['invocations']} invocations"),
+        (
+            "calls",
+            f"{data['model_calls']} model, {data['tool_calls']} tool; {plural(data['invocations'], 'invocation')}",
+        ),
         ("roles", _roles(data["roles"])),
         ("lines skipped", str(data["lines_skipped"])),
         ("orphan captures", str(len(data["orphan_captures"]))),
         ("gaps", ", ".join(f"{k} {v}" for k, v in data["gaps_by_code"].items()) or "-"),
-        ("diagnostics", f"{data['diagnostics']['errors']} error(s), {data['diagnostics']['warnings']} warning(s)"),
+        (
+            "diagnostics",
+            f"{plural(data['diagnostics']['errors'], 'error')}, {plural(data['diagnostics']['warnings'], 'warning')}",
+        ),
     ]
     for key, value in rows:
         table.add_row(key, Text(value))  # values hold names from the data: never markup

@@ -18,7 +18,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import RunError
+from ng_traj.diagnostics import RunError, plural
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 FORMATS = ("table", "markdown", "json", "csv")
@@ -125,8 +125,8 @@ def run(
     sink = reporter.sink
     revision = revision_needed(newer[0])
     line = (
-        f"evaluated {data['records']} record(s) in {len(data['groups'])} group(s); "
-        f"{sink.errors} error(s), {sink.warnings} warning(s); {revision}"
+        f"evaluated {plural(data['records'], 'record')} in {plural(len(data['groups']), 'group')}; "
+        f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}; {revision}"
     )
     summary = {"records": data["records"], "groups": len(data["groups"]), "revision": revision}
     reporter.summary(summary, code, line, lambda console: console.print(line, markup=False))
