@@ -648,3 +648,24 @@ def test_a_rollouts_file_whose_lines_hold_lone_surrogates_is_recognised(tmp_path
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("warning[lone_surrogate]") == 6
     assert len(_records(tmp_path / "out.jsonl")) == 6
+
+
+@pytest.mark.parametrize(
+    ("output", "chosen", "says"),
+    [
+        ("x.jsonl", "parquet", "names a JSONL file, but --format parquet writes a dataset folder"),
+        ("x.jsonl.gz", "parquet", "names a JSONL file, but --format parquet writes a dataset folder"),
+        ("x.parquet", "jsonl", "names a Parquet dataset, but --format jsonl writes a JSONL file"),
+    ],
+)
+def test_a_format_the_output_name_contradicts_is_refused(tmp_path, output, chosen, says):
+    """Not a folder named ``x.jsonl`` (or a JSONL file named ``x.parquet``): exit 2, nothing read or written."""
+    target = tmp_path / output
+    result = run_cli("build", RETAINED, "-o", target, "--format", chosen)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: -o {target} {says}: name the {'folder (x.parquet)' if chosen == 'parquet' else 'file (x.jsonl)'} or drop --format"
+    ]
+    assert list(tmp_path.iterdir()) == []
+    agreeing = run_cli("build", RETAINED, "-o", tmp_path / "y.parquet", "--format", "parquet", "-q")
+    assert agreeing.exit_code == 0 and (tmp_path / "y.parquet").is_dir()

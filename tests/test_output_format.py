@@ -231,7 +231,85 @@ def test_build_shows_planning_and_building_steps_and_validate_counts_bytes(tmp_p
     assert "planning" not in quiet
 
 
+DEV_FULL = Path("/dev/full")
+VALID = FIXTURES / "validate" / "valid" / "trajectories.jsonl"
 ROWS = FIXTURES / "validate" / "valid" / "rollout_rows.jsonl"
+NO_SPACE = os.strerror(28)  # ENOSPC
+
+
+def _ng_traj(*args: object, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) -> subprocess.Popen:
+    command = [sys.executable, "-m", "ng_traj", *map(str, args)]
+    return subprocess.Popen(command, stdout=stdout, stderr=stderr)
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("matrix", VALID),
+        ("matrix", VALID, "--format", "json"),
+        ("schema",),
+        ("validate", VALID, "--output-format", "json"),
+        ("validate", VALID, "--output-format", "github"),
+        ("build", RETAINED, "-o", "OUT", "--output-format", "json"),
+        ("build", "DAMAGED", "-o", "OUT", "--output-format", "json"),
+    ],
+    ids=["matrix-table", "matrix-json", "schema", "validate-json", "validate-github", "build-json", "build-midway"],
+)
+def test_a_full_standard_output_is_one_error_line(tmp_path, args):
+    """Whatever writes to standard output (results, json or github lines) says so in one line, exit 2;
+    also when the write fails midway, inside the build (the diagnostics of a damaged file fill the
+    buffer long before the summary)."""
+    damaged = tmp_path / "rollouts.jsonl"
+    damaged.write_bytes(b"not json\n" * 3000)
+    named = {"OUT": tmp_path / "out.jsonl", "DAMAGED": damaged}
+    with open(DEV_FULL, "wb") as full:
+        process = _ng_traj(*(named.get(arg, arg) for arg in args), stdout=full)
+        stderr = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == 2, stderr
+    assert stderr.splitlines()[-1] == f"error: cannot write standard output: {NO_SPACE}"
+    assert "internal error" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("validate", VALID), 0),
+        (("validate", DEFECTS / "missing_join_key.jsonl"), 1),
+        (("validate", "/nonexistent-ng-traj.jsonl"), 2),
+        (("build", RETAINED, "-o", "OUT"), 0),  # its errors (damaged lines) unsaid, the output written
+    ],
+    ids=["valid", "invalid", "usage", "build"],
+)
+def test_a_full_standard_error_cannot_be_reported_and_the_exit_code_still_tells(tmp_path, args, code):
+    with open(DEV_FULL, "wb") as full:
+        process = _ng_traj(*(tmp_path / "out.jsonl" if arg == "OUT" else arg for arg in args), stderr=full)
+        assert process.wait(timeout=120) == code
+    if "OUT" in args:
+        assert (tmp_path / "out.jsonl").read_bytes() == RETAINED_EXPECTED.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("matrix", VALID),
+        ("matrix", VALID, "--format", "csv"),
+        ("schema",),
+        ("validate", VALID, "--output-format", "json"),
+        ("build", ROWS, "-o", "-"),
+        ("convert", "DATASET", "-o", "-"),
+    ],
+    ids=["matrix-table", "matrix-csv", "schema", "validate-json", "build", "convert"],
+)
+def test_a_closed_standard_output_stops_every_command_quietly_with_141(tmp_path, args):
+    """The reader went away before the first write (``| head`` that already exited): the conventional
+    SIGPIPE status, 128 + 13, and nothing on standard error."""
+    args = tuple(_dataset(tmp_path) if arg == "DATASET" else arg for arg in args)
+    process = _ng_traj(*args, stdout=subprocess.PIPE)
+    process.stdout.close()  # no reader left: the first write to the pipe fails
+    stderr = process.communicate(timeout=120)[1]
+    assert (process.returncode, stderr) == (141, b"")
 
 
 def test_counts_in_summaries_agree_with_their_nouns(tmp_path):

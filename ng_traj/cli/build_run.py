@@ -19,6 +19,7 @@ from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release
 from ng_traj.cli.output import Reporter
 from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
+from ng_traj.io.compression import logical_name
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, compile_patterns
 from ng_traj.roles import parse_roles
@@ -57,14 +58,29 @@ FORMATS = ("jsonl", "parquet")
 def output_format(requested: str | None, output: str) -> str:
     """The output format: as requested, else ``parquet`` for a path ending in ``.parquet``, else ``jsonl``.
 
+    A ``--format`` the output's name contradicts is refused rather than obeyed: ``-o x.jsonl --format
+    parquet`` would make a dataset folder named like a JSONL file, ``-o x.parquet --format jsonl`` a
+    JSONL file named like a dataset, and every later command would read the name wrongly.
+
     Raises:
-        RunError: An unknown format, or Parquet to standard output.
+        RunError: An unknown format, Parquet to standard output, or a format the name contradicts.
     """
     chosen = requested or ("parquet" if output.endswith(".parquet") else "jsonl")
     if chosen not in FORMATS:
         raise RunError(f"--format {requested!r}: choose from {', '.join(FORMATS)}")
     if chosen == "parquet" and output == STDOUT:
         raise RunError("a Parquet dataset is a directory: name it with -o (standard output takes JSONL only)")
+    named = logical_name(Path(output).name)
+    if chosen == "parquet" and named.endswith((".jsonl", ".json")):
+        raise RunError(
+            f"-o {output} names a JSONL file, but --format parquet writes a dataset folder: "
+            "name the folder (x.parquet) or drop --format"
+        )
+    if chosen == "jsonl" and named.endswith(".parquet"):
+        raise RunError(
+            f"-o {output} names a Parquet dataset, but --format jsonl writes a JSONL file: "
+            "name the file (x.jsonl) or drop --format"
+        )
     return chosen
 
 
