@@ -258,3 +258,32 @@ def test_a_session_without_response_ids_carries_the_bundle_level_ownership_gap(t
         (record,), _ = _build(folder, folder)
         bundle_level = [g for g in _gaps(record) if g[:2] == ("model_call_ownership_unavailable", N)]
         assert bundle_level == ([] if named else [("model_call_ownership_unavailable", N, N)])
+
+
+def test_checkpoint_copies_are_found_by_their_name_not_by_a_pattern(tmp_path):
+    """``s[1].checkpoint.*.jsonl`` read as a glob would name ``s1.checkpoint.c1.jsonl`` (another session's)
+    and miss ``s[1].checkpoint.c1.jsonl``; the checkpoint's own call counts in the session it copies."""
+    sessions = tmp_path / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "sessions.json").write_bytes(orjson.dumps({"agent:main:main": {"sessionId": "s[1]"}}))
+    header = {"type": "session", "version": 3, "timestamp": "2026-04-13T03:00:00.000Z", "cwd": "/w"}
+    user = {"type": "message", "id": "u1", "parentId": None, "message": {"role": "user", "content": "go"}}
+
+    def reply(entry: str, response: str) -> dict:
+        message = {"role": "assistant", "responseId": response, "content": [{"type": "text", "text": response}]}
+        return {"type": "message", "id": entry, "parentId": "u1", "message": message}
+
+    files = {
+        "s[1].jsonl": [{**header, "id": "s[1]"}, user, reply("a2", "resp_live")],
+        "s[1].checkpoint.c1.jsonl": [{**header, "id": "s[1]"}, user, reply("a1", "resp_checkpoint")],
+        "s1.checkpoint.c1.jsonl": [{**header, "id": "s1"}, user, reply("d1", "resp_decoy")],
+    }
+    for name, entries in files.items():
+        (sessions / name).write_bytes(b"".join(orjson.dumps(entry) + b"\n" for entry in entries))
+    records, _ = _build(tmp_path, tmp_path / "agents")
+    calls = {
+        record["rollout_id"]: sorted(call["response_metadata"]["response_id"] for call in record["model_calls"])
+        for record in records
+    }
+    assert calls["s[1]"] == ["resp_checkpoint", "resp_live"]
+    assert ["resp_decoy"] in calls.values()  # the other file is a session of its own

@@ -270,7 +270,7 @@ def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> t
     resolved_root = root.resolve()
     candidates = [entry.folder / name for name in entry.checkpoint_files]
     if entry.session_id:
-        candidates += sorted(entry.folder.glob(f"{entry.session_id}.checkpoint.*.jsonl"))
+        candidates += _checkpoint_copies(entry.folder, entry.session_id)
     usable = [path for path in dict.fromkeys(candidates) if path != transcript and _usable(path, resolved_root)]
     return tuple(sorted(usable))
 
@@ -296,6 +296,22 @@ def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreE
             stores.renamed[entry.session_id] = found[0]
             adopted.append((stores.entries[key], found[0]))
     return adopted
+
+
+def _checkpoint_copies(folder: Path, session_id: str) -> list[Path]:
+    """Files of ``folder`` named ``<session_id>.checkpoint.<anything>.jsonl``: by prefix and suffix, not a
+    glob pattern, so that a ``[`` or ``*`` in the id is itself (``s[1]`` never names ``s1``'s files),
+    and a long id is not compiled into a regular expression."""
+    prefix, suffix = f"{session_id}.checkpoint.", ".jsonl"
+    try:
+        names = sorted(path.name for path in folder.iterdir())
+    except OSError:  # no such folder, or one that cannot be listed: no checkpoint
+        return []
+    return [
+        folder / name
+        for name in names
+        if name.startswith(prefix) and name.endswith(suffix) and len(name) >= len(prefix) + len(suffix)
+    ]
 
 
 def _archives(folder: Path, session_id: str) -> list[Path]:
