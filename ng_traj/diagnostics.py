@@ -179,6 +179,12 @@ _CONTROLS = {code: repr(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F,
 names) cannot break a diagnostic into two lines or drive the terminal."""
 
 
+def plural(count: int, noun: str, nouns: str | None = None) -> str:
+    """``count`` with ``noun`` agreeing: ``1 file``, ``0 files``, ``2 trajectories`` (``nouns``: the
+    plural where it is not ``noun`` + ``s``). Every count in a message or a summary is written so."""
+    return f"{count} {noun if count == 1 else nouns or noun + 's'}"
+
+
 def printable(text: str) -> str:
     """``text`` with control characters escaped (see :data:`_CONTROLS`)."""
     return text.translate(_CONTROLS) if not text.isprintable() else text

@@ -63,7 +63,7 @@ def test_gym_examples_build_one_valid_trajectory_per_rollout_row(tmp_path):
         for r in pinch
     )
     for name in ("claude_code_agent__example_math_rollouts_materialized_inputs.jsonl", "pinchbench__example.jsonl"):
-        assert f"{examples / name}: warning[task_input_rows]: 5 row(s) are task inputs" in result.stderr
+        assert f"{examples / name}: warning[task_input_rows]: 5 rows are task inputs" in result.stderr
     assert "opencode_export_test_data.json: info[session_unattributed]: session ses_123" in result.stderr
 
 
@@ -608,7 +608,7 @@ def test_lines_at_the_start_of_a_rollouts_file_do_not_hide_it(tmp_path, start, r
     assert result.exit_code == 0, result.stderr
     corrupt = [line for line in result.stderr.splitlines() if "rollouts.jsonl:" in line and "invalid_json" in line]
     if reported == "task_input_rows":
-        assert "rollouts.jsonl: info[task_input_rows]: 1 row(s) are task inputs" in result.stderr
+        assert "rollouts.jsonl: info[task_input_rows]: 1 row is a task input" in result.stderr
     else:
         assert f"{len(corrupt)} invalid_json" == reported
     assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)
@@ -648,3 +648,24 @@ def test_a_rollouts_file_whose_lines_hold_lone_surrogates_is_recognised(tmp_path
     assert result.exit_code == 0, result.stderr
     assert result.stderr.count("warning[lone_surrogate]") == 6
     assert len(_records(tmp_path / "out.jsonl")) == 6
+
+
+@pytest.mark.parametrize(
+    ("output", "chosen", "says"),
+    [
+        ("x.jsonl", "parquet", "names a JSONL file, but --format parquet writes a dataset folder"),
+        ("x.jsonl.gz", "parquet", "names a JSONL file, but --format parquet writes a dataset folder"),
+        ("x.parquet", "jsonl", "names a Parquet dataset, but --format jsonl writes a JSONL file"),
+    ],
+)
+def test_a_format_the_output_name_contradicts_is_refused(tmp_path, output, chosen, says):
+    """Not a folder named ``x.jsonl`` (or a JSONL file named ``x.parquet``): exit 2, nothing read or written."""
+    target = tmp_path / output
+    result = run_cli("build", RETAINED, "-o", target, "--format", chosen)
+    assert result.exit_code == 2
+    assert result.stderr.splitlines() == [
+        f"error: -o {target} {says}: name the {'folder (x.parquet)' if chosen == 'parquet' else 'file (x.jsonl)'} or drop --format"
+    ]
+    assert list(tmp_path.iterdir()) == []
+    agreeing = run_cli("build", RETAINED, "-o", tmp_path / "y.parquet", "--format", "parquet", "-q")
+    assert agreeing.exit_code == 0 and (tmp_path / "y.parquet").is_dir()

@@ -44,7 +44,7 @@ def test_records_that_break_the_contract_are_reported_and_skipped(tmp_path):
     assert result.exit_code == 1
     assert f"{source}:1: error[negative_value] model_calls.0.duration_ms" in result.stderr
     assert f"{source}:2: error[invalid_json]" in result.stderr
-    assert "converted 12 trajectories" in result.stderr and "1 record(s) skipped" in result.stderr
+    assert "converted 12 trajectories" in result.stderr and "1 record skipped" in result.stderr
     assert pq.read_metadata(tmp_path / "out.parquet" / "trajectories" / "part-00000.parquet").num_rows == 12
 
 
@@ -78,7 +78,7 @@ def test_rollout_rows_without_a_trajectory_are_reported_as_validate_does(tmp_pat
     )
     assert result.stderr.splitlines()[0] == f"{source}:1: {missing}"
     assert "converted 2 trajectories" in result.stderr
-    assert "1 record(s) skipped, 0 error(s), 1 warning(s)" in result.stderr
+    assert "1 record skipped, 0 errors, 1 warning" in result.stderr
     assert check_line(orjson.loads(raw[0])) == ([TRAJECTORY_MISSING], False)
 
 
@@ -92,7 +92,7 @@ def test_rows_whose_observation_bundle_breaks_the_contract_are_reported_and_skip
     result = run_cli("convert", rows, "-o", tmp_path / "rows.parquet")
     assert result.exit_code == 1
     assert f"{rows}:2: error[invalid_type] ng_agent_observations" in result.stderr
-    assert "converted 12 trajectories" in result.stderr and "1 record(s) skipped" in result.stderr
+    assert "converted 12 trajectories" in result.stderr and "1 record skipped" in result.stderr
 
 
 def test_dataset_to_jsonl_writes_the_revision_gym_release_names(tmp_path):

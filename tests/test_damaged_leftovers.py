@@ -270,25 +270,6 @@ def test_a_pi_content_block_that_is_not_read_is_reported(tmp_path, block, why):
     assert _of(result, "pi_entry_invalid") == [("warning", n + 1, None, why)]
 
 
-# --- OpenClaw checkpoint copies ------------------------------------------------------------------
-
-
-def test_checkpoint_copies_are_found_by_their_name_not_by_a_pattern(tmp_path):
-    """Found by the fuzzer (a build of a 3 MB sessionId ran past its time bound): checkpoint copies were
-    looked up with a glob of ``<sessionId>.checkpoint.*.jsonl``, which compiled the id into a regular
-    expression, and made a ``[`` in an id a character class (``sess[1]`` found ``sess1``'s copies)."""
-    from ng_traj.sources.openclaw.store import StoreEntry, checkpoints_for
-
-    store = tmp_path / "sessions.json"
-    store.write_text("{}")
-    names = ["sess[1].checkpoint.a.jsonl", "sess[1].checkpoint..jsonl", "sess1.checkpoint.b.jsonl", "sess[1].jsonl"]
-    for name in names:
-        (tmp_path / name).write_text("{}\n")
-    entry = StoreEntry("agent:main:main", "sess[1]", None, False, store, None)
-    found = [path.name for path in checkpoints_for(entry, tmp_path, tmp_path / "sess[1].jsonl")]
-    assert found == ["sess[1].checkpoint..jsonl", "sess[1].checkpoint.a.jsonl"]
-
-
 def test_rollout_ids_whose_digit_runs_fall_differently_sort_without_an_internal_error(tmp_path):
     """Found by the long fuzzer: an empty ``_ng_rollout_index`` gives the id ``0-``; sorting it beside
     ``0-1`` compared the tie-breaking text with a number (``TypeError``, exit 2, no output)."""

@@ -354,7 +354,7 @@ def test_capture_of_a_failed_run_row_is_reported_not_merged(tmp_path):
     out = tmp_path / "out.jsonl"
     result = run_cli("build", rows, store, "-o", out)
     assert result.exit_code == 0, result.stderr
-    assert "warning[capture_not_merged]" in result.stderr and "1 captured call(s) not merged" in result.stderr
+    assert "warning[capture_not_merged]" in result.stderr and "1 captured call not merged" in result.stderr
     assert json.loads(out.read_text())["model_calls"] == []
 
 

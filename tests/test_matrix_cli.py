@@ -142,7 +142,7 @@ def test_csv_and_table_formats():
     assert legend[-1] == "  n/a " + VALUE_MEANINGS["n/a"]
     assert len(legend) == 1 + 7 + 1 + 4
     assert table.stderr.strip().endswith(
-        "evaluated 5 record(s) in 2 group(s); 0 error(s), 0 warning(s); fits both revisions (nemo-gym 0.7.0 and earlier)"
+        "evaluated 5 records in 2 groups; 0 errors, 0 warnings; fits both revisions (nemo-gym 0.7.0 and earlier)"
     )
 
 

@@ -102,7 +102,7 @@ def test_a_corrupt_store_is_reported_once(tmp_path):
         assert result.exit_code == 0, result.stderr
         assert result.stderr.count("error[invalid_json]: session store unreadable") == 1
         assert result.stderr.count("error[not_an_object]: session store unreadable") == 1
-        assert "2 line(s) skipped" in result.stderr and "2 error(s)" in result.stderr
+        assert "2 lines skipped" in result.stderr and "2 errors" in result.stderr
 
 
 def test_a_spawned_by_cycle_is_reported_and_cut_at_the_smallest_key(tmp_path):
@@ -189,3 +189,101 @@ def test_an_archived_transcript_is_found_by_its_name_not_by_a_pattern(tmp_path):
     tree = next(r for r in records if r["invocations"][0]["invocation_id"] == "agent:main:main")
     assert len(tree["invocations"][0]["conversation"]) == 5
     assert [c["response_metadata"]["response_id"] for c in tree["model_calls"]] == ["chatcmpl-arch-1"]
+
+
+def _transcript(path, *, response_ids: bool) -> None:
+    """An OpenClaw v3 transcript (claimed by its ``model-snapshot`` entry): a user message, an assistant
+    turn with thinking, text and a tool call, its result, a custom message, and a final answer."""
+    assistant = {"role": "assistant", "api": "openai-responses", "provider": "openai", "model": "m"}
+
+    def reply(number: int, content: list) -> dict:
+        extra = {"responseId": f"resp_{number}"} if response_ids else {}
+        return {**assistant, **extra, "content": content, "stopReason": "stop"}
+
+    entries = [
+        {"type": "session", "version": 3, "id": "oc-ids", "timestamp": "2026-04-13T03:00:00.000Z", "cwd": "/w"},
+        {"type": "custom", "customType": "model-snapshot", "id": "s0", "parentId": None, "data": {}},
+        {"type": "message", "id": "u1", "parentId": "s0", "message": {"role": "user", "content": "list it"}},
+        {
+            "type": "message",
+            "id": "a1",
+            "parentId": "u1",
+            "message": reply(
+                1,
+                [
+                    {"type": "thinking", "thinking": "run ls"},
+                    {"type": "text", "text": "running ls"},
+                    {"type": "toolCall", "id": "call_ls", "name": "exec", "arguments": {"command": "ls"}},
+                ],
+            ),
+        },
+        {
+            "type": "message",
+            "id": "t1",
+            "parentId": "a1",
+            "message": {"role": "toolResult", "toolCallId": "call_ls", "content": [{"type": "text", "text": "a b"}]},
+        },
+        {"type": "custom_message", "id": "c1", "parentId": "t1", "customType": "note", "content": "a note"},
+        {"type": "message", "id": "a2", "parentId": "c1", "message": reply(2, [{"type": "text", "text": "a and b"}])},
+    ]
+    path.write_bytes(b"".join(orjson.dumps(entry) + b"\n" for entry in entries))
+
+
+def test_assistant_item_ids_are_positions_as_gyms_openclaw_agent_writes_them(tmp_path):
+    """``msg-<n>``: n counts the items NeMo Gym's OpenClaw agent writes before the message (user, reasoning,
+    message, call, result: not the custom message ng-traj adds); reasoning keeps ``rs_<entry id>``."""
+    (tmp_path / "in").mkdir()
+    _transcript(tmp_path / "in" / "oc-ids.jsonl", response_ids=True)
+    (record,), _ = _build(tmp_path, tmp_path / "in")
+    conversation = record["invocations"][0]["conversation"]
+    assert [(item["type"], item.get("id")) for item in conversation] == [
+        ("message", N),
+        ("reasoning", "rs_a1"),
+        ("message", "msg-2"),
+        ("function_call", "call_ls"),
+        ("function_call_output", N),
+        ("message", N),  # the custom message: no position of the agent's
+        ("message", "msg-5"),
+    ]
+    assert conversation[6]["content"][0]["text"] == "a and b"
+
+
+def test_a_session_without_response_ids_carries_the_bundle_level_ownership_gap(tmp_path):
+    """No assistant message names its provider response: no call can be referenced, and the bundle says
+    so with ``model_call_ownership_unavailable`` without invocation id (once), as NeMo Gym's producer."""
+    for named in (False, True):
+        folder = tmp_path / f"in-{named}"
+        folder.mkdir()
+        _transcript(folder / "oc-ids.jsonl", response_ids=named)
+        (record,), _ = _build(folder, folder)
+        bundle_level = [g for g in _gaps(record) if g[:2] == ("model_call_ownership_unavailable", N)]
+        assert bundle_level == ([] if named else [("model_call_ownership_unavailable", N, N)])
+
+
+def test_checkpoint_copies_are_found_by_their_name_not_by_a_pattern(tmp_path):
+    """``s[1].checkpoint.*.jsonl`` read as a glob would name ``s1.checkpoint.c1.jsonl`` (another session's)
+    and miss ``s[1].checkpoint.c1.jsonl``; the checkpoint's own call counts in the session it copies."""
+    sessions = tmp_path / "agents" / "main" / "sessions"
+    sessions.mkdir(parents=True)
+    (sessions / "sessions.json").write_bytes(orjson.dumps({"agent:main:main": {"sessionId": "s[1]"}}))
+    header = {"type": "session", "version": 3, "timestamp": "2026-04-13T03:00:00.000Z", "cwd": "/w"}
+    user = {"type": "message", "id": "u1", "parentId": None, "message": {"role": "user", "content": "go"}}
+
+    def reply(entry: str, response: str) -> dict:
+        message = {"role": "assistant", "responseId": response, "content": [{"type": "text", "text": response}]}
+        return {"type": "message", "id": entry, "parentId": "u1", "message": message}
+
+    files = {
+        "s[1].jsonl": [{**header, "id": "s[1]"}, user, reply("a2", "resp_live")],
+        "s[1].checkpoint.c1.jsonl": [{**header, "id": "s[1]"}, user, reply("a1", "resp_checkpoint")],
+        "s1.checkpoint.c1.jsonl": [{**header, "id": "s1"}, user, reply("d1", "resp_decoy")],
+    }
+    for name, entries in files.items():
+        (sessions / name).write_bytes(b"".join(orjson.dumps(entry) + b"\n" for entry in entries))
+    records, _ = _build(tmp_path, tmp_path / "agents")
+    calls = {
+        record["rollout_id"]: sorted(call["response_metadata"]["response_id"] for call in record["model_calls"])
+        for record in records
+    }
+    assert calls["s[1]"] == ["resp_checkpoint", "resp_live"]
+    assert ["resp_decoy"] in calls.values()  # the other file is a session of its own

@@ -259,7 +259,7 @@ def test_exports_sub_agent_damage_and_unsupported_versions(tmp_path):
     }
     assert "future.json: info[input_unsupported]: recognised as OpenCode export of version '3.1.0'" in stderr
     assert "ses_old.json: info[input_unsupported]: recognised as OpenCode '1.1.4' JSON storage file" in stderr
-    assert "warning[opencode_record_invalid]: 1 message(s) whose object did not decode (messages[1])" in stderr
+    assert "warning[opencode_record_invalid]: 1 message whose object did not decode (messages[1])" in stderr
 
 
 def test_database_without_session_tables_is_named(tmp_path):

@@ -96,7 +96,7 @@ def test_info_is_summarised_by_default_listed_with_verbose_and_hidden_with_quiet
     single = [line for line in default if "info[hermes_store_unused]" in line]  # a code seen once is shown itself
     assert single == [
         f"{samples / 'hermes' / 'hermes_gateway-sessions-store.json'}: info[hermes_store_unused]: gateway session "
-        "store naming 1 session(s), none of them among the inputs; nothing to build"
+        "store naming 1 session, none of them among the inputs; nothing to build"
     ]
     verbose = run_cli("build", samples, "-o", out, "--verbose").stderr.splitlines()
     assert sum("info[session_unattributed]:" in line for line in verbose) == 27
@@ -127,7 +127,7 @@ def test_github_output_of_validate_and_build(tmp_path):
     assert result.exit_code == 1 and result.stderr == ""
     path = DEFECTS / "nul_bytes.jsonl"
     assert result.stdout.splitlines()[0] == f"::error file={path},line=2::[nul_byte] raw NUL byte at column 15"
-    assert result.stdout.splitlines()[-1].startswith("invalid: 1 file(s)")
+    assert result.stdout.splitlines()[-1].startswith("invalid: 1 file,")
     built = run_cli("build", RETAINED, "-o", "-", "--output-format", "github")
     assert built.stdout.encode() == RETAINED_EXPECTED.read_bytes()
     annotations = built.stderr.splitlines()
@@ -165,7 +165,7 @@ def test_validate_with_nothing_to_check_exits_1(tmp_path, content, message):
     assert result.exit_code == 1
     assert message in result.stderr
     assert f"error: {path}: nothing was validated: it holds no trajectory record" in result.stderr
-    assert result.stderr.splitlines()[-1].startswith("nothing validated: 1 file(s), 0 record(s)")
+    assert result.stderr.splitlines()[-1].startswith("nothing validated: 1 file, 0 records")
     (summary,) = [line for line in _lines(run_cli("validate", path, "--output-format", "json").stdout)[-1:]]
     assert (summary["exit_code"], summary["nothing_validated"]) == (1, [str(path)])
     with_valid = run_cli("validate", path, *sorted((FIXTURES / "validate" / "valid").glob("*.jsonl")))
@@ -229,3 +229,106 @@ def test_build_shows_planning_and_building_steps_and_validate_counts_bytes(tmp_p
     assert f"{size / 1000:.1f}/{size / 1000:.1f} kB" in drawn
     quiet = _on_a_terminal("build", RETAINED, "-o", tmp_path / "o.jsonl", "--output-format", "json")
     assert "planning" not in quiet
+
+
+DEV_FULL = Path("/dev/full")
+VALID = FIXTURES / "validate" / "valid" / "trajectories.jsonl"
+ROWS = FIXTURES / "validate" / "valid" / "rollout_rows.jsonl"
+NO_SPACE = os.strerror(28)  # ENOSPC
+
+
+def _ng_traj(*args: object, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE) -> subprocess.Popen:
+    command = [sys.executable, "-m", "ng_traj", *map(str, args)]
+    return subprocess.Popen(command, stdout=stdout, stderr=stderr)
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("matrix", VALID),
+        ("matrix", VALID, "--format", "json"),
+        ("schema",),
+        ("validate", VALID, "--output-format", "json"),
+        ("validate", VALID, "--output-format", "github"),
+        ("build", RETAINED, "-o", "OUT", "--output-format", "json"),
+        ("build", "DAMAGED", "-o", "OUT", "--output-format", "json"),
+    ],
+    ids=["matrix-table", "matrix-json", "schema", "validate-json", "validate-github", "build-json", "build-midway"],
+)
+def test_a_full_standard_output_is_one_error_line(tmp_path, args):
+    """Whatever writes to standard output (results, json or github lines) says so in one line, exit 2;
+    also when the write fails midway, inside the build (the diagnostics of a damaged file fill the
+    buffer long before the summary)."""
+    damaged = tmp_path / "rollouts.jsonl"
+    damaged.write_bytes(b"not json\n" * 3000)
+    named = {"OUT": tmp_path / "out.jsonl", "DAMAGED": damaged}
+    with open(DEV_FULL, "wb") as full:
+        process = _ng_traj(*(named.get(arg, arg) for arg in args), stdout=full)
+        stderr = process.communicate(timeout=120)[1].decode()
+    assert process.returncode == 2, stderr
+    assert stderr.splitlines()[-1] == f"error: cannot write standard output: {NO_SPACE}"
+    assert "internal error" not in stderr and "Traceback" not in stderr and "Exception ignored" not in stderr
+
+
+@pytest.mark.skipif(not DEV_FULL.exists(), reason="needs /dev/full")
+@pytest.mark.parametrize(
+    ("args", "code"),
+    [
+        (("validate", VALID), 0),
+        (("validate", DEFECTS / "missing_join_key.jsonl"), 1),
+        (("validate", "/nonexistent-ng-traj.jsonl"), 2),
+        (("build", RETAINED, "-o", "OUT"), 0),  # its errors (damaged lines) unsaid, the output written
+    ],
+    ids=["valid", "invalid", "usage", "build"],
+)
+def test_a_full_standard_error_cannot_be_reported_and_the_exit_code_still_tells(tmp_path, args, code):
+    with open(DEV_FULL, "wb") as full:
+        process = _ng_traj(*(tmp_path / "out.jsonl" if arg == "OUT" else arg for arg in args), stderr=full)
+        assert process.wait(timeout=120) == code
+    if "OUT" in args:
+        assert (tmp_path / "out.jsonl").read_bytes() == RETAINED_EXPECTED.read_bytes()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("matrix", VALID),
+        ("matrix", VALID, "--format", "csv"),
+        ("schema",),
+        ("validate", VALID, "--output-format", "json"),
+        ("build", ROWS, "-o", "-"),
+        ("convert", "DATASET", "-o", "-"),
+    ],
+    ids=["matrix-table", "matrix-csv", "schema", "validate-json", "build", "convert"],
+)
+def test_a_closed_standard_output_stops_every_command_quietly_with_141(tmp_path, args):
+    """The reader went away before the first write (``| head`` that already exited): the conventional
+    SIGPIPE status, 128 + 13, and nothing on standard error."""
+    args = tuple(_dataset(tmp_path) if arg == "DATASET" else arg for arg in args)
+    process = _ng_traj(*args, stdout=subprocess.PIPE)
+    process.stdout.close()  # no reader left: the first write to the pipe fails
+    stderr = process.communicate(timeout=120)[1]
+    assert (process.returncode, stderr) == (141, b"")
+
+
+def test_counts_in_summaries_agree_with_their_nouns(tmp_path):
+    """One of a thing is singular, any other number plural, in every command's summary."""
+    out = tmp_path / "one.jsonl"
+    built = run_cli("build", ROWS, "-o", out)
+    assert built.exit_code == 0, built.stderr
+    summary = built.stderr.splitlines()[-1]
+    assert summary.startswith("built 1 trajectory (")
+    assert "; 0 lines skipped, 0 orphan capture files, 0 errors, 0 warnings" in summary
+    validated = run_cli("validate", out)
+    assert validated.stderr.splitlines()[-1].startswith(
+        "valid: 1 file, 1 record, 0 invalid, 0 lines skipped; 0 errors,"
+    )
+    matrix = run_cli("matrix", out)
+    assert matrix.stdout.startswith("C1–C7 by agent over 1 record")
+    assert "evaluated 1 record in 1 group; 0 errors, 0 warnings;" in matrix.stderr
+    converted = run_cli("convert", out, "-o", tmp_path / "one.parquet")
+    assert (
+        "converted 1 trajectory: " in converted.stderr
+        and "; 0 records skipped, 0 errors, 0 warnings" in converted.stderr
+    )

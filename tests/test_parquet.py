@@ -224,7 +224,7 @@ def test_validate_reads_a_dataset_and_reports_broken_rows(tmp_path):
     assert result.exit_code == 0, result.stderr
     # The same single warning as the JSONL golden: rollout 2-0 (5th record) has an unmatched ref.
     assert f"{dataset}:5: warning[unresolved_model_call_ref] invocations.0.model_calls.0" in result.stderr
-    assert "13 record(s), 0 invalid" in result.stderr
+    assert "13 records, 0 invalid" in result.stderr
     calls = pq.read_table(table_file(dataset, "model_calls"))
     broken = calls.set_column(calls.schema.get_field_index("request"), "request", [["{not json"] * len(calls)])
     rewrite_table(dataset, "model_calls", broken)
@@ -233,7 +233,7 @@ def test_validate_reads_a_dataset_and_reports_broken_rows(tmp_path):
     assert f"{dataset}:1: error[dataset_invalid]: rows do not form a trajectory (JSONDecodeError" in result.stderr
     rewrite_table(dataset, "model_calls", calls.drop_columns(["prompt_tokens"]))
     result = run_cli("validate", dataset)
-    assert result.exit_code == 1 and "missing column(s) prompt_tokens" in result.stderr
+    assert result.exit_code == 1 and "missing 1 column: prompt_tokens" in result.stderr
 
 
 def test_trajectory_indexes_that_repeat_or_skip_are_dataset_errors(tmp_path):
@@ -245,9 +245,9 @@ def test_trajectory_indexes_that_repeat_or_skip_are_dataset_errors(tmp_path):
     assert result.exit_code == 1
     repeated = "row 14 of the trajectories table repeats trajectory_index 0 or is out of order (after 12); skipped"
     assert f"{dataset}:1: error[dataset_invalid]: {repeated}" in result.stderr
-    assert "13 record(s), 0 invalid, 1 line(s) skipped; 1 error(s)" in result.stderr
+    assert "13 records, 0 invalid, 1 line skipped; 1 error" in result.stderr
     back = run_cli("convert", dataset, "-o", tmp_path / "back.jsonl")
-    assert back.exit_code == 1 and repeated in back.stderr and "1 record(s) skipped" in back.stderr
+    assert back.exit_code == 1 and repeated in back.stderr and "1 record skipped" in back.stderr
     assert (tmp_path / "back.jsonl").read_bytes() == (RETAINED / "expected.jsonl").read_bytes()
     rewrite_table(dataset, "trajectories", heads.filter(pc.not_equal(heads["trajectory_index"], 5)))
     result = run_cli("validate", dataset)
@@ -256,7 +256,7 @@ def test_trajectory_indexes_that_repeat_or_skip_are_dataset_errors(tmp_path):
         result.stderr
     )
     # Trajectory 5's rows in the other tables now name no trajectory.
-    assert f"{dataset}:7: error[dataset_invalid]: 5 row(s) before this trajectory name no trajectory" in result.stderr
+    assert f"{dataset}:7: error[dataset_invalid]: 5 rows before this trajectory name no trajectory" in result.stderr
 
 
 def test_an_existing_directory_that_is_not_a_dataset_is_never_replaced(tmp_path):
@@ -373,7 +373,7 @@ def test_child_rows_missing_or_out_of_order_make_their_trajectory_invalid_not_si
     gaps, items = pq.read_table(table_file(dataset, "gaps")), pq.read_table(table_file(dataset, "conversation_items"))
     expected = {
         # the first gap row (of trajectory 1, which has two) deleted
-        "deleted": (gaps.slice(1), None, "gaps has 1 row(s) where the trajectory records 2"),
+        "deleted": (gaps.slice(1), None, "gaps has 1 row where the trajectory records 2"),
         # two gap rows of one trajectory swapped
         "swapped": (pa.concat_tables([gaps.slice(1, 1), gaps.slice(0, 1), gaps.slice(2)]), None, "gaps: gap_index"),
         # a conversation item row deleted
@@ -385,10 +385,10 @@ def test_child_rows_missing_or_out_of_order_make_their_trajectory_invalid_not_si
         result = run_cli("convert", dataset, "-o", tmp_path / f"{name}.jsonl")
         assert result.exit_code == 1, name
         assert f"error[dataset_invalid]: rows do not form the trajectory ({problem}" in result.stderr, name
-        assert "1 record(s) skipped" in result.stderr, name
+        assert "1 record skipped" in result.stderr, name
         assert len((tmp_path / f"{name}.jsonl").read_bytes().splitlines()) == 12, name
     reversed_gaps = gaps.take(list(reversed(range(len(gaps)))))
     rewrite_table(dataset, "gaps", reversed_gaps)
     rewrite_table(dataset, "conversation_items", items)
     result = run_cli("validate", dataset)
-    assert result.exit_code == 1 and "13 record(s)" not in result.stderr
+    assert result.exit_code == 1 and "13 records" not in result.stderr

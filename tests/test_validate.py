@@ -48,7 +48,7 @@ def test_every_defect_fixture_has_an_expectation_and_every_code_is_exercised():
 def test_exit_codes_and_summary():
     ok = run_cli("validate", *sorted(VALID.glob("*.jsonl")))
     assert ok.exit_code == 0
-    assert "valid: 2 file(s), 3 record(s), 0 invalid" in ok.stderr
+    assert "valid: 2 files, 3 records, 0 invalid" in ok.stderr
     warnings_only = run_cli("validate", DEFECTS / "cross_reference_warnings.jsonl")
     assert warnings_only.exit_code == 0
     bad = run_cli("validate", DEFECTS / "nul_bytes.jsonl")

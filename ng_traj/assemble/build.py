@@ -35,7 +35,7 @@ from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryR
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
 from ng_traj.roles import CallUsage, call_usage
@@ -203,7 +203,7 @@ def _capture(slot: Slot, row: dict[str, Any] | None, options: BuildOptions, sink
         reason = no_result_reason(row)
         if reason is not None and evidence is not None and evidence.calls:
             message = (
-                f"rollout {slot.identity.rollout_id}: {len(evidence.calls)} captured call(s) not merged: the row "
+                f"rollout {slot.identity.rollout_id}: {plural(len(evidence.calls), 'captured call')} not merged: the row "
                 f"has no agent result ({reason}), and the collector merges no capture into such rows"
             )
             sink.add(Diagnostic("warning", "capture_not_merged", message, path=slot.path, line=slot.line or None))

@@ -28,7 +28,7 @@ from ng_traj.assemble.attribution import (
 )
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.io.compression import logical_name
 from ng_traj.io.files import open_regular
 from ng_traj.io.lines import JsonLine, read_json_objects
@@ -131,7 +131,8 @@ def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_by
             Diagnostic(
                 "warning" if not rows else "info",
                 "task_input_rows",
-                f"{task_inputs} row(s) are task inputs (no response, reward or attachment): not rollouts, not built",
+                f"{plural(task_inputs, 'row is a task input', 'rows are task inputs')} (no response, reward or "
+                "attachment): not rollouts, not built",
                 path=str(file.path),
             )
         )

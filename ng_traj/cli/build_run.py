@@ -17,8 +17,9 @@ from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release
 from ng_traj.cli.output import Reporter
-from ng_traj.diagnostics import RunError, safe_text
+from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
+from ng_traj.io.compression import logical_name
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, compile_patterns
 from ng_traj.roles import parse_roles
@@ -57,14 +58,29 @@ FORMATS = ("jsonl", "parquet")
 def output_format(requested: str | None, output: str) -> str:
     """The output format: as requested, else ``parquet`` for a path ending in ``.parquet``, else ``jsonl``.
 
+    A ``--format`` the output's name contradicts is refused rather than obeyed: ``-o x.jsonl --format
+    parquet`` would make a dataset folder named like a JSONL file, ``-o x.parquet --format jsonl`` a
+    JSONL file named like a dataset, and every later command would read the name wrongly.
+
     Raises:
-        RunError: An unknown format, or Parquet to standard output.
+        RunError: An unknown format, Parquet to standard output, or a format the name contradicts.
     """
     chosen = requested or ("parquet" if output.endswith(".parquet") else "jsonl")
     if chosen not in FORMATS:
         raise RunError(f"--format {requested!r}: choose from {', '.join(FORMATS)}")
     if chosen == "parquet" and output == STDOUT:
         raise RunError("a Parquet dataset is a directory: name it with -o (standard output takes JSONL only)")
+    named = logical_name(Path(output).name)
+    if chosen == "parquet" and named.endswith((".jsonl", ".json")):
+        raise RunError(
+            f"-o {output} names a JSONL file, but --format parquet writes a dataset folder: "
+            "name the folder (x.parquet) or drop --format"
+        )
+    if chosen == "jsonl" and named.endswith(".parquet"):
+        raise RunError(
+            f"-o {output} names a Parquet dataset, but --format jsonl writes a JSONL file: "
+            "name the file (x.jsonl) or drop --format"
+        )
     return chosen
 
 
@@ -191,10 +207,11 @@ def _render(summary: BuildSummary, reporter: Reporter, output: str, code: int) -
 def _one_line(data: dict) -> str:
     gaps = sum(data["gaps_by_code"].values())
     return (
-        f"built {data['trajectories']} trajectories ({data['model_calls']} model calls, {data['tool_calls']} tool calls, "
-        f"{gaps} gaps) -> {data['output']}; {data['lines_skipped']} line(s) skipped, "
-        f"{len(data['orphan_captures'])} orphan capture file(s), {data['diagnostics']['errors']} error(s), "
-        f"{data['diagnostics']['warnings']} warning(s)"
+        f"built {plural(data['trajectories'], 'trajectory', 'trajectories')} "
+        f"({plural(data['model_calls'], 'model call')}, {plural(data['tool_calls'], 'tool call')}, "
+        f"{plural(gaps, 'gap')}) -> {data['output']}; {plural(data['lines_skipped'], 'line')} skipped, "
+        f"{plural(len(data['orphan_captures']), 'orphan capture file')}, "
+        f"{plural(data['diagnostics']['errors'], 'error')}, {plural(data['diagnostics']['warnings'], 'warning')}"
     )
 
 
@@ -202,7 +219,7 @@ def _roles(roles: dict) -> str:
     parts = []
     for role, totals in roles.items():
         tokens = totals["total_tokens"]
-        parts.append(f"{role} {totals['calls']} calls, {'?' if tokens is None else tokens} tokens")
+        parts.append(f"{role} {plural(totals['calls'], 'call')}, {'?' if tokens is None else plural(tokens, 'token')}")
     return "; ".join(parts) or "-"
 
 
@@ -215,12 +232,18 @@ def _table(data: dict) -> Table:
         ("by origin", ", ".join(f"{k} {v}" for k, v in data["by_origin"].items()) or "-"),
         ("inputs by kind", ", ".join(f"{k} {v}" for k, v in data["inputs_by_kind"].items()) or "-"),
         ("rows", f"{data['rollout_rows']} rollout, {data['task_input_rows']} task input"),
-        ("calls", f"{data['model_calls']} model, {data['tool_calls']} tool; {data['invocations']} invocations"),
+        (
+            "calls",
+            f"{data['model_calls']} model, {data['tool_calls']} tool; {plural(data['invocations'], 'invocation')}",
+        ),
         ("roles", _roles(data["roles"])),
         ("lines skipped", str(data["lines_skipped"])),
         ("orphan captures", str(len(data["orphan_captures"]))),
         ("gaps", ", ".join(f"{k} {v}" for k, v in data["gaps_by_code"].items()) or "-"),
-        ("diagnostics", f"{data['diagnostics']['errors']} error(s), {data['diagnostics']['warnings']} warning(s)"),
+        (
+            "diagnostics",
+            f"{plural(data['diagnostics']['errors'], 'error')}, {plural(data['diagnostics']['warnings'], 'warning')}",
+        ),
     ]
     for key, value in rows:
         table.add_row(key, Text(value))  # values hold names from the data: never markup

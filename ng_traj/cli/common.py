@@ -4,6 +4,12 @@ Exit codes: 0 success (warnings allowed), 1 data errors, 2 usage or tool
 errors, 130 interrupted, 141 standard output closed early. Expected errors print one red line and
 no traceback; ``--debug`` adds the traceback of unexpected ones. Colour follows ``NO_COLOR`` and is
 off when stderr is not a terminal.
+
+Standard output that cannot be written (a full disk, a device error) is the run's error, said in one
+line (exit 2); standard output closed by its reader (``| head``) stops the command quietly with 141,
+the status of a process SIGPIPE ends. Standard error that cannot be written cannot say anything:
+from its first failed write on, what would go there is dropped, and the command runs on to its own
+exit code.
 """
 
 from __future__ import annotations
@@ -12,9 +18,9 @@ import contextlib
 import os
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
@@ -42,36 +48,122 @@ def stderr_console() -> Console:
 
 
 def guarded(debug: bool, body: Callable[[], int]) -> None:
-    """Run a command body and exit with its code, mapping failures to exit codes.
+    """Run a command body and exit with its code, mapping failures to exit codes (module docstring).
 
     Raises:
         typer.Exit: Always, with the body's code, 2 for a :class:`RunError` or an unexpected error,
             130 on interrupt, 141 when standard output was closed by its reader.
     """
+    real_stderr = sys.stderr
+    sys.stderr = Unreported(real_stderr, [False])
+    _stdout_failures.clear()
+    try:
+        code = _outcome(debug, body)
+    finally:
+        sys.stderr = real_stderr
+    raise typer.Exit(code)
+
+
+_stdout_failures: list[str] = []
+"""The error of a failed write to standard output, kept so that the run ends with it even when the
+code it was raised in caught it (all later writes succeed: they go to ``/dev/null``)."""
+
+
+def _outcome(debug: bool, body: Callable[[], int]) -> int:
     console = stderr_console()
     try:
         code = body()
+        with stdout_errors():
+            sys.stdout.flush()  # what is still buffered fails here, not unreported at exit
+        if _stdout_failures:
+            raise RunError(_stdout_failures[0])
     except RunError as exc:
-        console.print(f"[bold red]error:[/] {escape(str(exc))}")
+        console.print(f"[bold red]error:[/] {escape(_stdout_failures[0] if _stdout_failures else str(exc))}")
         code = EXIT_USAGE
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED  # said by the entry point (``cli.main``)
     except BrokenPipeError:
         # The reader went away (``| head``): stop quietly, but not with success, since the output (or
         # the validation) did not finish; 141 is what a process killed by SIGPIPE reports.
-        with contextlib.suppress(OSError):
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing left to flush at exit
+        _discard(sys.stdout)
         code = EXIT_BROKEN_PIPE
     except Exception as exc:
         if was_interrupted():  # the interrupt surfaced wrapped in another exception
             code = EXIT_INTERRUPTED
+        elif _stdout_failures:  # the failed write, wrapped in another exception by the code it broke
+            console.print(f"[bold red]error:[/] {escape(_stdout_failures[0])}")
+            code = EXIT_USAGE
         else:
             if debug:
                 traceback.print_exc()
             problem = escape(f"{type(exc).__name__}: {exc}")
             console.print(f"[bold red]internal error:[/] {problem} (run with --debug for a traceback)")
             code = EXIT_USAGE
-    raise typer.Exit(code)
+    return code
+
+
+def _discard(stream: Any) -> None:
+    """Point ``stream``'s descriptor at ``/dev/null``, so that what is still buffered for it is
+    flushed there at exit instead of failing again (nothing to do for a stream without one)."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, stream.fileno())
+        os.close(devnull)
+
+
+@contextlib.contextmanager
+def stdout_errors() -> Iterator[None]:
+    """Turn a failed write to standard output into the run's error (a closed pipe stays a
+    ``BrokenPipeError``, which :func:`guarded` makes a quiet 141).
+
+    Raises:
+        RunError: An ``OSError`` other than a closed pipe left the block.
+    """
+    try:
+        yield
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        _discard(sys.stdout)
+        reason = os.strerror(exc.errno) if exc.errno else str(exc)
+        _stdout_failures.append(f"cannot write standard output: {reason}")
+        raise RunError(_stdout_failures[-1]) from exc
+
+
+class Unreported:
+    """A stream (standard error) that drops, silently, everything from its first failed write on (a
+    full disk, a closed pipe): what cannot be written cannot be reported either, and the command goes
+    on to its exit code. Its ``buffer`` (the bytes under a text stream) shares the same state."""
+
+    def __init__(self, stream: Any, failed: list[bool]) -> None:
+        self._stream = stream
+        self._failed = failed
+
+    def write(self, data: Any) -> int:
+        """Write ``data``; after a failed write, drop it."""
+        self._attempt(self._stream.write, data)
+        return len(data)
+
+    def flush(self) -> None:
+        """Flush; after a failed write, do nothing."""
+        self._attempt(self._stream.flush)
+
+    def _attempt(self, action: Callable[..., Any], *args: Any) -> None:
+        if self._failed[0]:
+            return
+        try:
+            action(*args)
+        except (OSError, ValueError):  # ValueError: the stream was closed
+            self._failed[0] = True
+            _discard(self._stream)
+
+    @property
+    def buffer(self) -> Unreported:
+        """The binary stream under a text stream, dropping writes alike."""
+        return Unreported(self._stream.buffer, self._failed)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 PARQUET_MAGIC = b"PAR1"

@@ -25,7 +25,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import DiagnosticSink, RunError, safe_text
+from ng_traj.diagnostics import DiagnosticSink, RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -107,8 +107,8 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
     code = EXIT_DATA if counts.skipped or sink.errors or not counts.written else EXIT_OK
     kept = "" if counts.written or source.is_dir() else f" (nothing written: {output} was left as it was)"
     line = (
-        f"converted {counts.written} trajectories: {source} -> {output}{kept}; {counts.skipped} record(s) "
-        f"skipped, {sink.errors} error(s), {sink.warnings} warning(s)"
+        f"converted {plural(counts.written, 'trajectory', 'trajectories')}: {source} -> {output}{kept}; "
+        f"{plural(counts.skipped, 'record')} skipped, {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
     )
     data = {
         "source": safe_text(source),

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, refuse_parquet_file
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, refuse_parquet_file, stdout_errors
 from ng_traj.cli.output import (
     QUIET_HELP,
     VERBOSE_HELP,
@@ -18,7 +18,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import RunError
+from ng_traj.diagnostics import RunError, plural
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 FORMATS = ("table", "markdown", "json", "csv")
@@ -125,8 +125,8 @@ def run(
     sink = reporter.sink
     revision = revision_needed(newer[0])
     line = (
-        f"evaluated {data['records']} record(s) in {len(data['groups'])} group(s); "
-        f"{sink.errors} error(s), {sink.warnings} warning(s); {revision}"
+        f"evaluated {plural(data['records'], 'record')} in {plural(len(data['groups']), 'group')}; "
+        f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}; {revision}"
     )
     summary = {"records": data["records"], "groups": len(data["groups"]), "revision": revision}
     reporter.summary(summary, code, line, lambda console: console.print(line, markup=False))
@@ -142,17 +142,30 @@ def _counted(items: Iterable[MatrixRecord], advance: Callable[[], None], newer: 
 
 
 def _write(data: dict, table_format: str, render) -> None:
+    """Write the matrix to standard output in one piece (the table as rich renders it for the terminal,
+    200 columns wide elsewhere), so that a full or closed standard output is met as any command meets it.
+
+    Raises:
+        RunError: Standard output cannot be written.
+    """
     if table_format == "table":
+        import io
+
         from rich.console import Console
 
-        stdout = Console(highlight=False, emoji=False)
-        if not stdout.is_terminal:
-            stdout = Console(highlight=False, emoji=False, width=200)
+        terminal = Console(highlight=False, emoji=False)  # what standard output is: colours, width
+        rendered = io.StringIO()
+        width = terminal.width if terminal.is_terminal else 200
+        system = terminal.color_system if terminal.is_terminal else None
+        stdout = Console(file=rendered, highlight=False, emoji=False, width=width, color_system=system)
         render.table(data, stdout)
-        return
-    text = {"markdown": render.markdown, "csv": render.csv_text}.get(table_format)
-    sys.stdout.buffer.write(text(data).encode() if text is not None else render.json_bytes(data))
-    sys.stdout.buffer.flush()
+        payload = rendered.getvalue().encode()
+    else:
+        text = {"markdown": render.markdown, "csv": render.csv_text}.get(table_format)
+        payload = text(data).encode() if text is not None else render.json_bytes(data)
+    with stdout_errors():
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
 
 
 def _refuse_parquet(path: Path) -> None:

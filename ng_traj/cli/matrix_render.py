@@ -12,6 +12,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ng_traj.views.meanings import CRITERIA_MEANINGS, VALUE_MEANINGS, legend_lines
+from ng_traj.diagnostics import plural
 
 STYLES = {"V": "green", "O": "yellow", "X": "red", "NA": "dim"}
 DIFFERS = "≠"
@@ -32,7 +33,7 @@ def documented_text(cell: dict[str, Any]) -> str:
 
 
 def _title(data: dict[str, Any]) -> str:
-    title = f"C1–C7 by {data['by']} over {data['records']} record(s)"
+    title = f"C1–C7 by {data['by']} over {plural(data['records'], 'record')}"
     about = data["reference"]
     if about is not None:
         title += (
@@ -47,7 +48,7 @@ def reasons(data: dict[str, Any]) -> list[tuple[str, str, str, str, str]]:
     for group in data["groups"]:
         for criterion, cell in group["cells"].items():
             if cell["value"] in ("O", "X"):
-                share = f"{cell['reason_records']} of {cell['applicable']} records"
+                share = f"{cell['reason_records']} of {plural(cell['applicable'], 'record')}"
                 lines.append((group["group"], criterion, cell_text(cell), cell["reason"], share))
     return lines
 

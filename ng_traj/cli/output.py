@@ -41,7 +41,7 @@ from rich.progress import (
 )
 from rich.text import Text
 
-from ng_traj.cli.common import stderr_console
+from ng_traj.cli.common import stderr_console, stdout_errors
 from ng_traj.diagnostics import CODES, OUTPUT_VERSION, Diagnostic, DiagnosticSink, RunError, printable, safe_text
 
 OUTPUT_FORMATS = ("text", "json", "github")
@@ -201,10 +201,22 @@ class Reporter:
         """Where json and github lines go."""
         return sys.stderr.buffer if self.results_on_stdout or self.output_format == "text" else sys.stdout.buffer
 
+    def _write(self, data: bytes, *, flush: bool = False) -> None:
+        """Write to :attr:`stream`; standard output that cannot be written is the run's error (standard
+        error that cannot be written drops what it is given: ``common.Unreported``).
+
+        Raises:
+            RunError: Standard output cannot be written.
+        """
+        with stdout_errors():
+            self.stream.write(data)
+            if flush:
+                self.stream.flush()
+
     def emit(self, diagnostic: Diagnostic) -> None:
         """Write one diagnostic now, or hold it back to be summarised (info, unless ``--verbose``)."""
         if self.output_format == "json":
-            self.stream.write(orjson.dumps(self._json_line(diagnostic)) + b"\n")
+            self._write(orjson.dumps(self._json_line(diagnostic)) + b"\n")
             return
         if diagnostic.severity == "info" and self.level < 1:
             if self.level == 0:
@@ -214,7 +226,7 @@ class Reporter:
 
     def _line(self, text: str) -> None:
         if self.output_format != "text":
-            self.stream.write(text.encode("utf-8", "replace") + b"\n")
+            self._write(text.encode("utf-8", "replace") + b"\n")
         elif self.console.is_terminal:  # a progress display may be live: print through it
             self.console.print(text, markup=False, highlight=False)
         else:
@@ -262,14 +274,13 @@ class Reporter:
         if self.output_format == "json":
             head = {"ng_traj_output": OUTPUT_VERSION, "type": "summary", "command": self.command}
             record = {**head, "exit_code": exit_code, "diagnostics": self.counts(), **data}
-            self.stream.write(orjson.dumps(record) + b"\n")
-            self.stream.flush()
+            self._write(orjson.dumps(record) + b"\n", flush=True)
             return
         if self.output_format == "github":
             for path, message in problems:
                 self._line(workflow_command("error", message, path))
             self._line(printable(line))
-            self.stream.flush()
+            self._write(b"", flush=True)
             return
         for path, message in problems:
             where = f"{escape(printable(safe_text(path)))}: " if path else ""

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stderr_console
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stderr_console, stdout_errors
 from ng_traj.diagnostics import RunError
 
 
@@ -40,8 +40,9 @@ def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
         raise RunError("--write and --check: give one (--check compares without writing)")
     names = [name] if name else list(SCHEMA_NAMES)
     if not (write or check):
-        for each in names:
-            typer.echo(render(each), nl=False)
+        with stdout_errors():
+            for each in names:
+                typer.echo(render(each), nl=False)
         return EXIT_OK
     if not directory.is_dir():
         raise RunError(f"schema folder {directory} does not exist")

@@ -18,7 +18,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import RunError, safe_text
+from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.compression import is_compressed
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -112,8 +112,9 @@ def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
     }
     sink = reporter.sink
     counts = (
-        f"{tally.files} file(s), {tally.records} record(s), {tally.invalid} invalid, "
-        f"{tally.skipped} line(s) skipped; {sink.errors} error(s), {sink.warnings} warning(s); {data['revision']}"
+        f"{plural(tally.files, 'file')}, {plural(tally.records, 'record')}, {tally.invalid} invalid, "
+        f"{plural(tally.skipped, 'line')} skipped; {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}; "
+        f"{data['revision']}"
     )
     verdict = "invalid" if sink.errors else "nothing validated" if tally.nothing_validated else "valid"
     problems = [(path, "nothing was validated: it holds no trajectory record") for path in tally.nothing_validated]

@@ -26,7 +26,7 @@ from typing import Any, BinaryIO
 
 import orjson
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.io.compression import CompressedStreamError, open_input
 from ng_traj.io.files import read_regular
 
@@ -185,7 +185,7 @@ def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tup
     if not changed:
         return None, _problem(where, "error", "invalid_json", _position(reason))
     return fixed, _problem(
-        where, "warning", "lone_surrogate", f"{changed} string(s) held lone surrogates; replaced by U+FFFD"
+        where, "warning", "lone_surrogate", f"{plural(changed, 'string')} held lone surrogates; replaced by U+FFFD"
     )
 
 

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from ng_traj.checks import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
 from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.io.atomic import AbortWrite
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.writers.jsonl import record_json
@@ -136,7 +136,11 @@ def dataset_entries(source: Path, sink: DiagnosticSink) -> Iterator[DatasetRecor
             message = f"the trajectories table has no row for trajectory_index {first}{f'..{end}' * (end > first)}"
             sink.add(Diagnostic("error", "dataset_invalid", message, path=name, line=record.index + 1))
         if record.stray_rows:
-            message = f"{record.stray_rows} row(s) before this trajectory name no trajectory (or are out of order)"
+            stray = record.stray_rows
+            message = (
+                f"{plural(stray, 'row')} before this trajectory {'names' if stray == 1 else 'name'} no trajectory "
+                f"(or {'is' if stray == 1 else 'are'} out of order)"
+            )
             sink.add(Diagnostic("error", "dataset_invalid", message, path=name, line=record.index + 1))
         if record.problem is not None:
             line = record.index + 1 if record.index >= 0 else None

@@ -39,6 +39,7 @@ import pyarrow as pa
 
 import ng_traj
 from ng_traj.contract import CONTRACT_REVISION, SCHEMA_VERSION
+from ng_traj.diagnostics import plural
 from ng_traj.writers.dataset_paths import MANIFEST, OLD_LAYOUT, is_old_layout
 
 KEY_FIELDS = [
@@ -306,5 +307,5 @@ def read_manifest(path: Path) -> dict[str, Any]:
         count = len(files) if isinstance(files, list) else 0
         chunks = count if chunks is None else chunks
         if not count or count != chunks or files != [f"{name}/{part_name(chunk)}" for chunk in range(count)]:
-            raise DatasetError(f"{path}/{MANIFEST}: table {name} does not list its {chunks or 1} chunk file(s)")
+            raise DatasetError(f"{path}/{MANIFEST}: table {name} does not list its {plural(chunks or 1, 'chunk file')}")
     return value

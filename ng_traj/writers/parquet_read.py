@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from ng_traj.contract.revisions import METADATA_KEYS_0_7
+from ng_traj.diagnostics import plural
 from ng_traj.writers.parquet_layout import MANIFEST, SCHEMAS, TABLES, DatasetError, read_manifest
 
 _BATCH_ROWS = 64
@@ -61,7 +62,7 @@ def _checked(path: Path, name: str, relative: str) -> int:
         raise DatasetError(f"{file}: {exc}") from exc
     missing = [f.name for f in SCHEMAS[name] if f.name not in names]
     if missing:
-        raise DatasetError(f"{file}: missing column(s) {', '.join(missing)}")
+        raise DatasetError(f"{file}: missing {plural(len(missing), 'column')}: {', '.join(missing)}")
     return metadata.num_rows
 
 
@@ -90,7 +91,7 @@ def _tables(path: Path) -> dict[str, Iterator[dict[str, Any]]]:
         rows = sum(_checked(path, name, relative) for relative in files)
         recorded = tables[name].get("rows")
         if rows != recorded:
-            raise DatasetError(f"{path}: table {name} holds {rows} row(s) where {MANIFEST} records {recorded}")
+            raise DatasetError(f"{path}: table {name} holds {plural(rows, 'row')} where {MANIFEST} records {recorded}")
         readers[name] = _table_rows(path, name, files)
     return readers
 
@@ -145,7 +146,12 @@ def read_dataset(path: Path) -> Iterator[DatasetRecord]:
         yield record
     leftover = sum(cursor.take(1 << 62)[1] for cursor in cursors.values())
     if leftover:
-        yield DatasetRecord(-1, None, f"{leftover} row(s) name no trajectory of the dataset", 0)
+        yield DatasetRecord(
+            -1,
+            None,
+            f"{plural(leftover, 'row')} {'names' if leftover == 1 else 'name'} no trajectory of the dataset",
+            0,
+        )
 
 
 def _joined(head: dict[str, Any], cursors: dict[str, _Cursor]) -> DatasetRecord:
@@ -196,7 +202,7 @@ def _incomplete(tables: dict[str, list[dict[str, Any]]]) -> str | None:
         return f"conversation_items has rows for invocation_index {next(iter(items))}, which the trajectory lacks"
     for name, column, count, rows in groups:
         if len(rows) != count:
-            return f"{name} has {len(rows)} row(s) where the trajectory records {count}"
+            return f"{name} has {plural(len(rows), 'row')} where the trajectory records {count}"
         if [row[column] for row in rows] != list(range(count)):
             return f"{name}: {column} does not run 0..{count - 1} in row order"
     return None

@@ -32,7 +32,7 @@ import orjson
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.contract.conversation import validate_items
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.sources.claude_code.layout import Session, discover, is_companion, read_meta, session_folder
 from ng_traj.sources.claude_code.observe import Outputs, is_assistant, observe_lines, response_id, tool_status
 from ng_traj.sources.claude_code.transcript import (
@@ -350,7 +350,7 @@ def _mark_copies(nodes: dict[str, _Node], root_id: str, sink: DiagnosticSink, ga
         detail = f"parent={parent.invocation_id};entries={len(copied)};first={copied[0].uuid};last={copied[-1].uuid}"
         gaps.append(ObservationGap(code="copied_context", invocation_id=node.invocation_id, detail=detail))
         message = (
-            f"the first {len(copied)} entries repeat the history of {parent.invocation_id} (a forked sub-agent); "
+            f"the first {plural(len(copied), 'entry', 'entries')} {'repeats' if len(copied) == 1 else 'repeat'} the history of {parent.invocation_id} (a forked sub-agent); "
             "counted once, in the parent"
         )
         sink.add(Diagnostic("info", "context_copied", message, path=node.path, line=copied[0].line))

@@ -29,7 +29,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.io.lines import iter_json_lines, not_an_object
 from ng_traj.sources.native import scalar_text
 
@@ -266,6 +266,6 @@ def read_rollout(path: str | Path, sink: DiagnosticSink) -> Rollout:
         sink.add(Diagnostic("warning", "codex_session_meta_missing", message, path=name))
     version = meta.cli_version or ("legacy" if rollout.legacy else "unknown")
     for kind, count in sorted(rollout.unknown.items()):
-        message = f"{count} record(s) of type {kind!r}, unknown to the reader (cli_version {version}); skipped"
+        message = f"{plural(count, 'record')} of type {kind!r}, unknown to the reader (cli_version {version}); skipped"
         sink.add(Diagnostic("warning", "codex_record_unknown", message, path=name))
     return rollout

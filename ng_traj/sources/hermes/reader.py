@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.contract import ObservationGap
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, quoted
 from ng_traj.io.compression import logical_name
 from ng_traj.io.lines import JsonLine, decode_line, iter_json_lines, read_json_file
 from ng_traj.io.spans import read_span, text_copy
@@ -157,9 +157,7 @@ def _index_store(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> Non
     for session in known:
         catalogue.add(session, str(path))
     if not known:
-        message = (
-            f"gateway session store naming {len(named)} session(s), none of them among the inputs; nothing to build"
-        )
+        message = f"gateway session store naming {plural(len(named), 'session')}, none of them among the inputs; nothing to build"
         sink.add(Diagnostic("info", "hermes_store_unused", message, path=str(path)))
 
 

@@ -41,7 +41,7 @@ from typing import Any
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ContextCompactionObservation, ObservationGap
 from ng_traj.contract.observations import dedupe_gaps
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, quoted
 from ng_traj.sources.hermes.files import SessionForm, utc_seconds
 from ng_traj.sources.hermes.messages import call_id_of, is_compaction_summary, normalise, text_of, tool_calls_of
 from ng_traj.sources.native import NativeObservations, scalar_text
@@ -104,8 +104,8 @@ def choose_form(session: str, forms: Sequence[SessionForm], sink: DiagnosticSink
         index = _first_difference(expected, _signature(other.messages))
         if index is not None:
             message = (
-                f"session {session}: {chosen.form} ({len(chosen.messages)} messages) and {other.form} "
-                f"({len(other.messages)} messages) differ from message {index + 1}; {chosen.form} used"
+                f"session {session}: {chosen.form} ({plural(len(chosen.messages), 'message')}) and {other.form} "
+                f"({plural(len(other.messages), 'message')}) differ from message {index + 1}; {chosen.form} used"
             )
             sink.add(Diagnostic("warning", "hermes_session_forms_differ", message, path=other.path))
     return chosen

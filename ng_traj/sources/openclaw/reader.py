@@ -237,9 +237,11 @@ class OpenClawReader:
         if hints["mode"] == "forks":
             root = Path(hints["transcript"])
             detail = "root_session_not_found" if (root.parent / "sessions.json").is_file() else None
-            observed = observe_forks(unit.paths, str(root), sink, derive_status=False)
+            observed = observe_forks(unit.paths, str(root), sink, derive_status=False, positional_ids=True)
+            sessions = {session.session_id: session for session in map(_quiet_read, unit.paths)}
             for one in observed:
-                one.gaps.insert(0, ObservationGap(code="subagent_hierarchy_unavailable", detail=detail))
+                unowned = _unowned(sessions.get(one.invocation.invocation_id))
+                one.gaps[:0] = [ObservationGap(code="subagent_hierarchy_unavailable", detail=detail), *unowned]
             return _bundle(observed, [])
         agents = Path(hints["agents_root"])
         store_paths = (
@@ -331,11 +333,24 @@ def _unit(
 
 def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> SessionObservation:
     session = read_session(path, sink)
-    observed = observe(session, session.session_id, derive_status=False)
+    observed = observe(session, session.session_id, derive_status=False, positional_ids=True)
     if detail is None and (path.parent / "sessions.json").is_file():
         detail = "root_session_not_found"
-    observed.gaps.insert(0, ObservationGap(code="subagent_hierarchy_unavailable", detail=detail))
+    observed.gaps[:0] = [ObservationGap(code="subagent_hierarchy_unavailable", detail=detail), *_unowned(session)]
     return observed
+
+
+def _quiet_read(path: str | Path) -> Session:
+    return read_session(path, DiagnosticSink())  # read again: reported when first read
+
+
+def _unowned(session: Session | None) -> list[ObservationGap]:
+    """NeMo Gym's OpenClaw rule: a session without a transcript, or none of whose assistant messages
+    carries a provider response id, has no reference to any of its model calls, which the bundle-level
+    gap ``model_call_ownership_unavailable`` (no invocation id) says; one gap per such session."""
+    if session is not None and response_ids(session):
+        return []
+    return [ObservationGap(code="model_call_ownership_unavailable")]
 
 
 def _tree_session(node: TreeNode, sink: DiagnosticSink, earlier: CopyIndex, *, child: bool) -> SessionObservation:
@@ -344,12 +359,13 @@ def _tree_session(node: TreeNode, sink: DiagnosticSink, earlier: CopyIndex, *, c
     the transcript or an earlier session holds are copies; the checkpoint's own model calls count in
     the node's invocation, as those of an abandoned branch do."""
     key = node.key
+    session = None
     if node.transcript is None:
         observed = SessionObservation(AgentInvocation(invocation_id=key, parent_invocation_id=node.parent))
     else:
         session = read_session(node.transcript, sink)
         mark_copies(session, earlier, "entries of sessions earlier in its tree", sink)
-        observed = observe(session, key, parent_id=node.parent, derive_status=False)
+        observed = observe(session, key, parent_id=node.parent, derive_status=False, positional_ids=True)
     for path in node.checkpoints:
         checkpoint = read_session(path, sink)
         mark_copies(checkpoint, earlier, f"entries of session {key} (a compaction checkpoint)", sink)
@@ -361,6 +377,7 @@ def _tree_session(node: TreeNode, sink: DiagnosticSink, earlier: CopyIndex, *, c
             for entry in checkpoint.entries
             if entry.type == "message" and entry.copy_of is None and is_model_call(entry.message)
         )
+    observed.gaps[:0] = _unowned(session)
     if child:
         observed.gaps.append(ObservationGap(code="subagent_spawn_tool_unavailable", invocation_id=key))
     return observed

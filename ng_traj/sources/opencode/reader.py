@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, quoted
 from ng_traj.io.lines import read_json_file
 from ng_traj.sources import sqlite_copy
 from ng_traj.sources.lineage import cycle_text, parent_cycles
@@ -122,11 +122,11 @@ def _report_store(path: Path, store: stores.Store, sink: DiagnosticSink) -> None
             sink.add(Diagnostic("warning", "input_unsupported", message, path=str(path)))
     if store.unowned:
         shown = ", ".join(store.unowned[:5]) + (" …" if len(store.unowned) > 5 else "")
-        message = f"{len(store.unowned)} message(s) of sessions the store does not hold ({shown}); left out"
+        message = f"{plural(len(store.unowned), 'message')} of sessions the store does not hold ({shown}); left out"
         sink.add(Diagnostic("warning", "opencode_record_unowned", message, path=str(path)))
     if store.broken:
         shown = ", ".join(store.broken[:5]) + (" …" if len(store.broken) > 5 else "")
-        message = f"{len(store.broken)} message(s) whose object did not decode ({shown}); their content is lost"
+        message = f"{plural(len(store.broken), 'message')} whose object did not decode ({shown}); their content is lost"
         sink.add(Diagnostic("warning", "opencode_record_invalid", message, path=str(path)))
 
 

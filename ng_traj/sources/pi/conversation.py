@@ -6,7 +6,8 @@ conversation):
 * user / system / developer messages: an easy message; text blocks joined by ``\\n``; images kept as
   ``input_image`` parts (data URLs) next to ``input_text`` parts.
 * assistant: a reasoning item ``rs_<entry id>`` (thinking blocks and the ``reasoning*`` fields joined
-  by ``\\n``), an output message ``msg_<entry id>`` (text blocks joined by ``\\n``), then one function
+  by ``\\n``), an output message ``msg_<entry id>`` (text blocks joined by ``\\n``; OpenClaw's ids are
+  positions, as NeMo Gym's OpenClaw agent writes them: ``msg-<n>``), then one function
   call per ``toolCall`` block (``arguments`` = JSON of ``arguments``, else of ``partialJson`` /
   ``partialArgs``; a block without id gets ``call-<entry id>-<n>`` and the gap
   ``tool_call_id_missing``).
@@ -104,14 +105,24 @@ def tool_call_id(block: dict[str, Any], entry: Entry, position: int) -> str:
     return value if isinstance(value, str) and value else f"call-{entry.id}-{position}"
 
 
-def _assistant_items(entry: Entry, invocation_id: str, gaps: list[ObservationGap]) -> list[dict[str, Any]]:
+def _assistant_items(
+    entry: Entry, invocation_id: str, gaps: list[ObservationGap], start: int | None = None
+) -> list[dict[str, Any]]:
+    """The items of an assistant entry whose first item is at ``start`` in the conversation.
+
+    Ids: ``rs_<entry id>`` and ``msg_<entry id>``; with a ``start`` (OpenClaw, as NeMo Gym's OpenClaw
+    agent names them) ``rs_<the entry's own id, else its position>`` and ``msg-<the message's
+    position>``: its index among the session's items that agent writes (``_positions``).
+    """
     message = entry.message
     content = message.get("content")
     items: list[dict[str, Any]] = []
     reasoning = _reasoning(message)
+    own = entry.raw.get("id") if isinstance(entry.raw.get("id"), str) and entry.raw["id"] else start
+    reasoning_id = f"rs_{entry.id}" if start is None else f"rs_{own}"
     if reasoning:
         items.append(
-            {"type": "reasoning", "id": f"rs_{entry.id}", "summary": [{"type": "summary_text", "text": reasoning}]}
+            {"type": "reasoning", "id": reasoning_id, "summary": [{"type": "summary_text", "text": reasoning}]}
         )
     blocks = content if isinstance(content, list) else []
     texts = [
@@ -128,7 +139,7 @@ def _assistant_items(entry: Entry, invocation_id: str, gaps: list[ObservationGap
         items.append(
             {
                 "type": "message",
-                "id": f"msg_{entry.id}",
+                "id": f"msg_{entry.id}" if start is None else f"msg-{start + len(items)}",
                 "role": "assistant",
                 "status": "completed",
                 "content": [{"type": "output_text", "text": "\n".join(texts), "annotations": []}],
@@ -176,11 +187,13 @@ def bash_execution_text(message: dict[str, Any]) -> str:
     return text
 
 
-def _message_items(entry: Entry, invocation_id: str, gaps: list[ObservationGap]) -> list[dict[str, Any]]:
+def _message_items(
+    entry: Entry, invocation_id: str, gaps: list[ObservationGap], start: int | None
+) -> list[dict[str, Any]]:
     message = entry.message
     role = message.get("role")
     if role == "assistant":
-        return _assistant_items(entry, invocation_id, gaps)
+        return _assistant_items(entry, invocation_id, gaps, start)
     if role == "toolResult":
         return [_tool_result_item(message)]
     if role in ("user", "system", "developer", "custom"):
@@ -211,9 +224,11 @@ def _early_summaries(path: Sequence[Entry]) -> tuple[dict[str, list[dict[str, An
     return before, placed
 
 
-def _entry_items(entry: Entry, invocation_id: str, gaps: list[ObservationGap]) -> list[dict[str, Any]]:
+def _entry_items(
+    entry: Entry, invocation_id: str, gaps: list[ObservationGap], start: int | None
+) -> list[dict[str, Any]]:
     if entry.type == "message":
-        return _message_items(entry, invocation_id, gaps)
+        return _message_items(entry, invocation_id, gaps, start)
     if entry.type == "custom_message":
         item = _user_item("user", entry.raw.get("content"))
     elif entry.type == "branch_summary":
@@ -225,12 +240,30 @@ def _entry_items(entry: Entry, invocation_id: str, gaps: list[ObservationGap]) -
     return [item] if item else []
 
 
-def conversation(path: Sequence[Entry], invocation_id: str, gaps: list[ObservationGap]) -> list[dict[str, Any]]:
-    """Conversation item values (validated later) for the entries of an active path."""
+def conversation(
+    path: Sequence[Entry], invocation_id: str, gaps: list[ObservationGap], *, positional_ids: bool = False
+) -> list[dict[str, Any]]:
+    """Conversation item values (validated later) for the entries of an active path; assistant items
+    named by their entry's id, or (``positional_ids``) by their position (``_assistant_items``)."""
     before, placed = _early_summaries(path)
     items: list[dict[str, Any]] = []
+    position = 0
     for entry in path:
         items.extend(before.get(entry.id, []))
         if entry.id not in placed:
-            items.extend(_entry_items(entry, invocation_id, gaps))
+            added = _entry_items(entry, invocation_id, gaps, position if positional_ids else None)
+            items.extend(added)
+            position += _positions(entry, added)
     return items
+
+
+def _positions(entry: Entry, added: list[dict[str, Any]]) -> int:
+    """How many of ``added`` NeMo Gym's OpenClaw reader also writes: the items of user, system, developer
+    (with text), assistant and tool-result messages; not the summaries, custom messages and shell runs
+    ng-traj adds, so that positional ids stay the reader's."""
+    role = entry.message.get("role") if entry.type == "message" else None
+    if role in ("assistant", "toolResult"):
+        return len(added)
+    if role in ("user", "system", "developer"):
+        return 1 if added and _text_blocks(entry.message.get("content")) else 0
+    return 0

@@ -81,7 +81,7 @@ def header_only(session: Session) -> Session:
 
 
 def observe_forks(
-    names: Sequence[str], root: str, sink: DiagnosticSink, *, derive_status: bool
+    names: Sequence[str], root: str, sink: DiagnosticSink, *, derive_status: bool, positional_ids: bool = False
 ) -> list[SessionObservation]:
     """Observe ``root`` and its forks among ``names`` (invocation ids: session ids), parents first.
 
@@ -98,7 +98,9 @@ def observe_forks(
         where = f"entries of the session it was forked from ({Path(parent).name})" if parent else "earlier sessions"
         mark_copies(session, earlier, where, sink)
         parent_id = sessions[parent].session_id if parent is not None else None
-        one = observe(session, session.session_id, parent_id=parent_id, derive_status=derive_status)
+        one = observe(
+            session, session.session_id, parent_id=parent_id, derive_status=derive_status, positional_ids=positional_ids
+        )
         named = parent_session(session)
         if parent is None and named is not None:
             gap = ObservationGap(

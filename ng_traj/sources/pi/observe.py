@@ -254,9 +254,15 @@ def _status(path: list[Entry], invocation_id: str, gaps: list[ObservationGap]) -
 
 
 def observe(
-    session: Session, invocation_id: str, *, parent_id: str | None = None, derive_status: bool = True
+    session: Session,
+    invocation_id: str,
+    *,
+    parent_id: str | None = None,
+    derive_status: bool = True,
+    positional_ids: bool = False,
 ) -> SessionObservation:
-    """Observe one parsed session as invocation ``invocation_id`` (child of ``parent_id``)."""
+    """Observe one parsed session as invocation ``invocation_id`` (child of ``parent_id``); assistant
+    items named by position with ``positional_ids`` (``conversation.conversation``)."""
     gaps: list[ObservationGap] = []
     if session.unsupported is not None or not session.has_messages:
         detail = f"layout={session.unsupported}" if session.unsupported else None
@@ -265,7 +271,7 @@ def observe(
         return SessionObservation(invocation, gaps=gaps)
     walked, missing = session.active_path()
     path = [entry for entry in walked if entry.copy_of is None]
-    values = conversation(path, invocation_id, gaps)
+    values = conversation(path, invocation_id, gaps, positional_ids=positional_ids)
     items, dropped = validate_items(values)
     if dropped:
         gaps.append(
