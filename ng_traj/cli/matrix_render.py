@@ -11,8 +11,8 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ng_traj.views.meanings import CRITERIA_MEANINGS, VALUE_MEANINGS, legend_lines
 from ng_traj.diagnostics import plural
+from ng_traj.views.meanings import CRITERIA_MEANINGS, VALUE_MEANINGS, legend_lines
 
 STYLES = {"V": "green", "O": "yellow", "X": "red", "NA": "dim"}
 DIFFERS = "≠"
