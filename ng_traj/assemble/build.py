@@ -90,12 +90,17 @@ class Built:
 
     @property
     def line(self) -> bytes:
-        """The JSONL output line: the attached row, else the record (serialised only when asked for)."""
-        return self.attached if self.attached is not None else self.encoded(self.record_json) + b"\n"
+        """The JSONL output line: the attached row, else the record (serialised only when asked for,
+        with its newline, so that the line is never copied to add one)."""
+        return self.attached if self.attached is not None else self.encoded(self.record_line)
 
     def record_json(self, record: TrajectoryRecord) -> bytes:
         """The record's JSON in the build's contract revision."""
         return record_json(record, self.release)
+
+    def record_line(self, record: TrajectoryRecord) -> bytes:
+        """The record's JSON in the build's contract revision, and a newline."""
+        return record_json(record, self.release, newline=True)
 
     def encoded(self, encode_record: Callable[[TrajectoryRecord], Any]) -> Any:
         """``encode_record(self.record)``; when a value is nested too deep for the JSON writers, the

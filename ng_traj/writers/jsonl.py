@@ -25,8 +25,9 @@ SERIALISE_ERRORS = (PydanticSerializationError, ValueError, TypeError, Recursion
 """What a serialiser raises for values nested deeper than it allows (orjson and pydantic: ~255 levels)."""
 
 
-def record_json(record: BaseModel, release: Release = "0.7") -> bytes:
-    """Compact JSON of a contract record (all fields, nulls included), without a newline.
+def record_json(record: BaseModel, release: Release = "0.7", *, newline: bool = False) -> bytes:
+    """Compact JSON of a contract record (all fields, nulls included), without a newline unless
+    ``newline`` (an output line: the newline is written by orjson, so the bytes are not copied to add it).
 
     ``release`` ``pre-0.7`` leaves out the fields nemo-gym 0.7.0 added (``contract/revisions.py``).
 
@@ -39,11 +40,12 @@ def record_json(record: BaseModel, release: Release = "0.7") -> bytes:
     Raises:
         TypeError: A value is nested deeper than orjson allows; see :func:`payloads_as_text`.
     """
-    return dumps(record, earlier_model_fields if release == "pre-0.7" else model_fields)
+    option = orjson.OPT_APPEND_NEWLINE if newline else None
+    return dumps(record, earlier_model_fields if release == "pre-0.7" else model_fields, option)
 
 
-def dumps(value: Any, default: Callable[[Any], dict[str, Any]] | None = None) -> bytes:
-    """``orjson.dumps`` with contract models as :func:`model_fields`.
+def dumps(value: Any, default: Callable[[Any], dict[str, Any]] | None = None, option: int | None = None) -> bytes:
+    """``orjson.dumps`` with contract models as :func:`model_fields` (and orjson's ``option`` flags).
 
     orjson reports anything raised inside ``default`` as a ``TypeError`` caused by it; an interrupt
     (Ctrl-C, or SIGTERM turned into one) is raised again as itself, so that it stops the command
@@ -53,7 +55,7 @@ def dumps(value: Any, default: Callable[[Any], dict[str, Any]] | None = None) ->
         TypeError: A value is nested deeper than orjson allows, or is not JSON.
     """
     try:
-        return orjson.dumps(value, default=default or model_fields)
+        return orjson.dumps(value, default=default or model_fields, option=option)
     except TypeError as exc:
         if exc.__cause__ is not None and not isinstance(exc.__cause__, Exception):
             raise exc.__cause__ from None
