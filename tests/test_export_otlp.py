@@ -10,7 +10,7 @@ import pytest
 from google.protobuf import json_format
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
-from conftest import run_cli, run_json
+from conftest import build_valid, run_cli, run_json, shared_dir
 from export_samples import ALL_EXPECTED, RETAINED, SUBAGENTS, clean_rollout, parallel_rollout, write_jsonl
 
 HEX32, HEX16 = re.compile(r"[0-9a-f]{32}"), re.compile(r"[0-9a-f]{16}")
@@ -121,7 +121,7 @@ def test_subagent_span_hangs_from_the_spawning_invocation(tmp_path):
 
 def test_untimed_calls_get_no_span_and_are_named_on_the_invocation(tmp_path):
     value = clean_rollout()
-    value["model_calls"][1]["started_at"] = None
+    value["model_calls"][1].update(started_at=None, completed_at=None)
     result, out = _export(tmp_path, write_jsonl(tmp_path / "untimed.jsonl", value))
     assert result.exit_code == 3
     spans = _spans(_decode(out.read_bytes()))
@@ -129,7 +129,20 @@ def test_untimed_calls_get_no_span_and_are_named_on_the_invocation(tmp_path):
     assert _attributes(spans[0])["ng_traj.untimed_model_calls"] == ["mc2"]
     report = orjson.loads((tmp_path / "traces.jsonl.completeness.json").read_bytes())
     lost = {entry["what"]: entry["count"] for entry in report["rollouts"][0]["lost"]}
-    assert lost["model calls without a start time (no span)"] == 1
+    assert lost["model calls without a time (no span)"] == 1
+
+
+def test_a_call_with_one_known_time_is_a_marked_zero_length_span(tmp_path):
+    value = clean_rollout()
+    value["model_calls"][0].update(started_at=None, duration_ms=None)  # dated by its completion only
+    value["tool_calls"][0].update(completed_at=None, duration_ms=None)  # by its start only
+    _, out = _export(tmp_path, write_jsonl(tmp_path / "half.jsonl", value))
+    agent, first, _, tool = _spans(_decode(out.read_bytes()))
+    assert first.start_time_unix_nano == first.end_time_unix_nano == 1786000000_250000000
+    assert _attributes(first)["ng_traj.start_unknown"] is True
+    assert tool.start_time_unix_nano == tool.end_time_unix_nano == 1786000000_500000000
+    assert _attributes(tool)["ng_traj.end_unknown"] is True
+    assert "ng_traj.end_unknown" not in _attributes(agent) and agent.start_time_unix_nano == 1786000000_250000000
 
 
 def test_ids_are_derived_and_output_is_byte_identical(tmp_path):
@@ -140,7 +153,7 @@ def test_ids_are_derived_and_output_is_byte_identical(tmp_path):
     from ng_traj.exports.common import hex_id
 
     trace = orjson.loads((tmp_path / "a.jsonl").read_bytes())["resourceSpans"][0]["scopeSpans"][0]["spans"][0]
-    assert trace["traceId"] == hex_id(f"{source}\x007\x007-0".encode(), "trace")
+    assert trace["traceId"] == hex_id(f"{source}\x00\x007\x007-0".encode(), "trace")
 
 
 def test_split_writes_one_file_per_rollout(tmp_path):
@@ -167,3 +180,23 @@ def test_redaction_masks_secrets_in_the_trace(tmp_path, flag):
     _, out = _export(tmp_path, write_jsonl(tmp_path / "secret.jsonl", value), extra=(flag,))
     text = out.read_text()
     assert "sk-abcdefghijklmnopqrstuvwxyz0123456789" not in text and "[REDACTED]" in text
+
+
+def test_real_samples_one_trace_per_timed_rollout(tmp_path):
+    records = build_valid(tmp_path, shared_dir("producer-samples"))
+    source = write_jsonl(tmp_path / "natives.jsonl", *records)
+    result, out = _export(tmp_path, source)
+    timed = [
+        r for r in records if any(c["started_at"] or c["completed_at"] for c in r["model_calls"] + r["tool_calls"])
+    ]
+    assert result.exit_code == (1 if len(timed) < len(records) else 3)
+    lines = out.read_bytes().splitlines()
+    assert len(lines) == len(timed) == result.summary["written"]
+    for line, record in zip(lines, timed, strict=True):
+        spans = _spans(_decode(line))
+        chats = [s for s in spans if s.name.startswith("chat")]
+        timed_calls = [c for c in record["model_calls"] if c["started_at"] or c["completed_at"]]
+        assert len(chats) == len(timed_calls)
+        assert sum(_attributes(s).get("gen_ai.usage.input_tokens", 0) for s in chats) == sum(
+            c["token_stats"]["prompt_tokens"] or 0 for c in timed_calls
+        )

@@ -69,8 +69,11 @@ class Rollout:
     @property
     def seed(self) -> bytes:
         """The bytes every derived id starts from: the run (else the input file or dataset as named:
-        trajectory JSONL names no run), task and rollout ids (NUL-separated)."""
-        return "\0".join((self.run or self.source, self.task_id, self.rollout_id)).encode("utf-8", "surrogatepass")
+        trajectory JSONL names no run), the agent (rows of several agents may share a run label),
+        task and rollout ids (NUL-separated)."""
+        return "\0".join((self.run or self.source, self.agent or "", self.task_id, self.rollout_id)).encode(
+            "utf-8", "surrogatepass"
+        )
 
 
 def hex_id(seed: bytes, *parts: str, length: int = 32) -> str:
@@ -155,23 +158,29 @@ def nanos(seconds: float) -> int:
     return int((Decimal(repr(seconds)) * 1_000_000_000).to_integral_value())
 
 
-def span_times(item: Mapping[str, Any]) -> tuple[int, int, bool] | None:
-    """``(start, end, end_known)`` in nanoseconds from ``started_at``/``completed_at``/``duration_ms``.
+def span_times(item: Mapping[str, Any]) -> tuple[int, int, str | None] | None:
+    """``(start, end, unknown)`` in nanoseconds from ``started_at``/``completed_at``/``duration_ms``.
 
-    The end is ``completed_at``, else the start plus ``duration_ms``; with neither, the span has no
-    length (``end_known`` false). No start (or an end before it): ``None`` (the item is untimed).
+    With a start, the end is ``completed_at``, else the start plus ``duration_ms``; with neither, the
+    span has no length and ``unknown`` is ``"end"``. Without a start, the end alone (``completed_at``)
+    gives a span of no length at it, ``unknown`` ``"start"`` (a duration is not subtracted: the end
+    of a call a producer dates by its completion need not be exact to the millisecond). No time at
+    all, or an end before the start: ``None`` (the item is untimed).
     """
     started, completed, duration = item.get("started_at"), item.get("completed_at"), item.get("duration_ms")
     if started is None:
-        return None
+        if completed is None:
+            return None
+        end = nanos(completed)
+        return end, end, "start"
     start = nanos(started)
     if completed is not None:
         end = nanos(completed)
     elif duration is not None:
         end = start + int((Decimal(repr(float(duration))) * 1_000_000).to_integral_value())
     else:
-        return start, start, False
-    return (start, end, True) if end >= start else None
+        return start, start, "end"
+    return (start, end, None) if end >= start else None
 
 
 class ModelCalls:

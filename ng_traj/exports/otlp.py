@@ -15,10 +15,11 @@ Spans, following the OpenTelemetry GenAI semantic conventions (still in developm
   run in parallel overlap.
 
 Ids are derived from ours (:func:`common.hex_id` of the run, task and rollout ids, then the span's
-kind and the invocation, model-call or tool-call id). No time is invented: a call without a start time
-gets no span; its id is listed on its invocation span (``ng_traj.untimed_model_calls``,
+kind and the invocation, model-call or tool-call id). No time is invented: a call with neither a start
+nor an end time gets no span; its id is listed on its invocation span (``ng_traj.untimed_model_calls``,
 ``ng_traj.untimed_tool_calls``) and counted in the completeness report. A call with a start but
-neither an end nor a duration is a zero-length span marked ``ng_traj.end_unknown``. An invocation
+neither an end nor a duration is a zero-length span marked ``ng_traj.end_unknown``; one with only an
+end, a zero-length span at its end marked ``ng_traj.start_unknown``. An invocation
 with nothing timed in it gets no span either (its timed children hang from the nearest timed
 ancestor, else become roots).
 """
@@ -108,8 +109,8 @@ class _Trace:
             spans_by_invocation.setdefault(owner, []).append(self._tool_span(index, tool, times, agent))
         count_calls = sum(len(v) for v in untimed_calls.values())
         count_tools = sum(len(v) for v in untimed_tools.values())
-        self.report.lose("model calls without a start time (no span)", count_calls, "ids on the invocation span")
-        self.report.lose("tool calls without a start time (no span)", count_tools, "ids on the invocation span")
+        self.report.lose("model calls without a time (no span)", count_calls, "ids on the invocation span")
+        self.report.lose("tool calls without a time (no span)", count_tools, "ids on the invocation span")
 
         # invocation spans, bottom-up extents
         by_id = {inv["invocation_id"]: inv for inv in invocations}
@@ -236,7 +237,7 @@ class _Trace:
         return {"resourceSpans": [{"resource": resource, "scopeSpans": [{"scope": scope, "spans": spans}]}]}
 
     def _model_span(
-        self, index: int, call: Mapping[str, Any], times: tuple[int, int, bool], agent: str | None
+        self, index: int, call: Mapping[str, Any], times: tuple[int, int, str | None], agent: str | None
     ) -> dict[str, Any]:
         meta = call.get("response_metadata") or {}
         stats = call.get("token_stats") or {}
@@ -261,7 +262,7 @@ class _Trace:
             "ng_traj.dialect": meta.get("dialect"),
             "http.response.status_code": meta.get("status_code"),
             "error.type": meta.get("error_category"),
-            "ng_traj.end_unknown": True if not times[2] else None,
+            f"ng_traj.{times[2]}_unknown": True if times[2] else None,
         }
         return {
             "traceId": self.trace_id,
@@ -275,7 +276,7 @@ class _Trace:
         }
 
     def _tool_span(
-        self, index: int, tool: Mapping[str, Any], times: tuple[int, int, bool], agent: str | None
+        self, index: int, tool: Mapping[str, Any], times: tuple[int, int, str | None], agent: str | None
     ) -> dict[str, Any]:
         arguments = self.arguments.get((tool["invocation_id"], tool["tool_call_id"]))
         attributes = {
@@ -289,7 +290,7 @@ class _Trace:
             "ng_traj.tool.timing_source": tool.get("timing_source"),
             "ng_traj.sandbox_id": tool.get("sandbox_id"),
             "error.type": tool.get("error_type"),
-            "ng_traj.end_unknown": True if not times[2] else None,
+            f"ng_traj.{times[2]}_unknown": True if times[2] else None,
         }
         name = tool.get("tool_name")
         return {
