@@ -3,6 +3,7 @@ and one with two tool calls run in parallel."""
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 import orjson
@@ -63,58 +64,60 @@ def clean_rollout() -> dict:
     """One invocation, no gap: a tool call, then the answer; two turns, two calls (a value the 0.7.0
     exporter accepts: every rule of its preflight and mapping holds)."""
     turn = {"invocation_id": "root", "task_id": "7", "rollout_id": "7-0", "reasoning_content": None, "step_count": 1}
-    return {
-        "schema_version": "1.0",
-        "task_id": "7",
-        "rollout_id": "7-0",
-        "invocations": [
-            {
-                "kind": "agent_invocation",
-                "invocation_id": "root",
-                "status": "completed",
-                "model_calls": [{"model_call_id": "mc1"}, {"model_call_id": "mc2"}],
-                "conversation": [USER, CALL, OUTPUT, ANSWER],
-            }
-        ],
-        "turns": [
-            {
-                **turn,
-                "turn_no": 1,
-                "timestamp": 1786000000.5,
-                "question": [USER],
-                "answer": [CALL],
-                "model_calls": [{"model_call_id": "mc1"}],
-            },
-            {
-                **turn,
-                "turn_no": 2,
-                "timestamp": 1786000002.0,
-                "question": [USER, CALL, OUTPUT],
-                "answer": [ANSWER],
-                "resolved": True,
-                "model_calls": [{"model_call_id": "mc2"}],
-            },
-        ],
-        "model_calls": [
-            _call("mc1", 1786000000.0, 1786000000.25, "resp_1", "tool_calls", (20, 8, 0, 0)),
-            _call("mc2", 1786000001.0, 1786000001.5, "resp_2", "stop", (35, 5, 16, 2)),
-        ],
-        "tool_calls": [
-            {
-                "kind": "tool_call",
-                "invocation_id": "root",
-                "tool_call_id": "call_1",
-                "tool_name": "calc",
-                "started_at": 1786000000.5,
-                "completed_at": 1786000000.75,
-                "duration_ms": 250.0,
-                "timing_source": "executor",
-                "status": "completed",
-                "output": "42",
-            }
-        ],
-        "gaps": [],
-    }
+    return copy.deepcopy(
+        {
+            "schema_version": "1.0",
+            "task_id": "7",
+            "rollout_id": "7-0",
+            "invocations": [
+                {
+                    "kind": "agent_invocation",
+                    "invocation_id": "root",
+                    "status": "completed",
+                    "model_calls": [{"model_call_id": "mc1"}, {"model_call_id": "mc2"}],
+                    "conversation": [USER, CALL, OUTPUT, ANSWER],
+                }
+            ],
+            "turns": [
+                {
+                    **turn,
+                    "turn_no": 1,
+                    "timestamp": 1786000000.5,
+                    "question": [USER],
+                    "answer": [CALL],
+                    "model_calls": [{"model_call_id": "mc1"}],
+                },
+                {
+                    **turn,
+                    "turn_no": 2,
+                    "timestamp": 1786000002.0,
+                    "question": [USER, CALL, OUTPUT],
+                    "answer": [ANSWER],
+                    "resolved": True,
+                    "model_calls": [{"model_call_id": "mc2"}],
+                },
+            ],
+            "model_calls": [
+                _call("mc1", 1786000000.0, 1786000000.25, "resp_1", "tool_calls", (20, 8, 0, 0)),
+                _call("mc2", 1786000001.0, 1786000001.5, "resp_2", "stop", (35, 5, 16, 2)),
+            ],
+            "tool_calls": [
+                {
+                    "kind": "tool_call",
+                    "invocation_id": "root",
+                    "tool_call_id": "call_1",
+                    "tool_name": "calc",
+                    "started_at": 1786000000.5,
+                    "completed_at": 1786000000.75,
+                    "duration_ms": 250.0,
+                    "timing_source": "executor",
+                    "status": "completed",
+                    "output": "42",
+                }
+            ],
+            "gaps": [],
+        }
+    )
 
 
 def parallel_rollout() -> dict:

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from pathlib import Path
 
 import orjson
 import pytest
 
-from conftest import run_cli, run_json
+from conftest import build_valid, run_cli, run_json, shared_dir
 from export_samples import ALL_EXPECTED, RETAINED, SUBAGENTS, clean_rollout, write_jsonl
+from ng_traj.records import row_facts
 
 
 def _export(tmp_path, *inputs, extra=()):
@@ -228,6 +230,22 @@ def test_strict_refuses_what_upstream_refuses_with_the_reason(tmp_path):
             "turn 2: the response mixes text with tool calls; upstream refuses it",
         ),
         (
+            lambda v: v["turns"][1].update(step_count=2),
+            "turn 2: step_count 2 is not the 1 tool call(s) made up to and including it; upstream refuses it",
+        ),
+        (
+            lambda v: v["model_calls"][1]["response_metadata"].update(finish_reason="tool_calls"),
+            "model call mc2 (turn 2) has finish reason 'tool_calls', which contradicts no tool calls; upstream refuses it",
+        ),
+        (
+            lambda v: v["model_calls"][1]["token_stats"].update(cached_tokens=36),
+            "model call mc2 (turn 2) has more cached than prompt tokens; upstream refuses it",
+        ),
+        (
+            lambda v: v["invocations"][0]["conversation"][3].update(phase="final_answer"),
+            "conversation item 3 has a phase; upstream refuses it",
+        ),
+        (
             lambda v: v["invocations"][0].update(status="failed"),
             "invocation status 'failed'; upstream needs 'completed'",
         ),
@@ -334,3 +352,37 @@ def test_models_used_on_this_python():
         expected = "atif"
     assert library == expected
     assert sys.version_info >= (3, 12) or library == "atif"
+
+
+def test_real_samples_export_valid_documents_with_the_rows_agent_and_reward(tmp_path):
+    from atif import Trajectory
+
+    rows = tmp_path / "rows.jsonl"
+    assert run_cli("build", shared_dir("gym-examples"), "--attach", "-o", rows).exit_code == 0
+    natives = tmp_path / "natives.jsonl"
+    natives.write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in build_valid(tmp_path, shared_dir("producer-samples")))
+    )
+    result, out = _export(tmp_path, rows, natives)
+    assert result.exit_code == 0, result.stderr
+    documents = _documents(out)
+    row_values = [orjson.loads(line) for line in rows.read_bytes().splitlines()]
+    assert len(documents) == result.summary["written"] == len(row_values) + len(natives.read_bytes().splitlines())
+    for document in documents.values():
+        Trajectory.model_validate(document)
+    by_id = {d["trajectory_id"]: d for d in documents.values()}
+    # rows name their run (the file) and agent; bare trajectories name neither
+    assert {d.get("session_id") for d in documents.values()} == {"rows.jsonl", None}
+    report = orjson.loads((tmp_path / "atif.completeness.json").read_bytes())
+    for entry in report["rollouts"]:
+        if entry["source"] != str(rows):
+            continue
+        row = row_values[entry["line"] - 1]
+        document = orjson.loads(Path(entry["output"]).read_bytes())
+        assert document["trajectory_id"] == f"rows.jsonl:{entry['task_id']}:{entry['rollout_id']}"
+        agent, producer, _ = row_facts(row)
+        assert document["agent"]["name"] == (agent or producer or "unknown")
+        if type(row.get("reward")) in (int, float):
+            assert document["extra"]["ng_traj"]["source"]["reward"] == row["reward"]
+    natives_ids = {f"{r['task_id']}:{r['rollout_id']}" for r in map(orjson.loads, natives.read_bytes().splitlines())}
+    assert natives_ids <= set(by_id)

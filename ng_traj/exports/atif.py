@@ -592,9 +592,11 @@ def strict_refusal(rollout: Rollout) -> str | None:
     parent and no spawning tool call, status ``completed`` and no error; an ``agent_ref`` of type
     ``responses_api_agents`` when the row has one; at least one turn, one per model response; every
     model call a turn uses complete (response status ``completed``, no error category, a 2xx status
-    code, a model, a finish reason that is not one of the incomplete ones); no response mixing text
-    with tool calls; every tool call completed without error; no ``developer`` message and no copied
-    assistant message before the first model output.
+    code, a model, a finish reason that is not one of the incomplete ones nor contradicts the step's
+    tool calls) with token counts that add up; each turn's ``step_count`` the tool calls made up to and
+    including it; no response mixing text with tool calls; every tool call completed without error;
+    no ``developer`` message, no copied assistant message before the first model output, no
+    conversation item with token ids, log probabilities, a ``phase`` or a ``namespace``.
     """
     value = rollout.value
     if value["gaps"]:
@@ -618,6 +620,12 @@ def strict_refusal(rollout: Rollout) -> str | None:
     conversation = [item for item in invocation.get("conversation") or [] if isinstance(item, Mapping)]
     seen_output = False
     for position, item in enumerate(conversation):
+        kept = _TOKEN_FIELDS.intersection(item)
+        if any(item.get(key) is not None for key in kept):
+            return f"conversation item {position} carries token ids or log probabilities; upstream refuses them"
+        if item.get("phase") is not None or item.get("namespace") is not None:
+            key = "phase" if item.get("phase") is not None else "namespace"
+            return f"conversation item {position} has a {key}; upstream refuses it"
         role = message_role(item)
         if role == "developer":
             return f"conversation item {position} is a developer message; upstream refuses them"
@@ -631,24 +639,58 @@ def strict_refusal(rollout: Rollout) -> str | None:
     if not turns:
         return "the trajectory has no turns; upstream maps each model response to a turn"
     calls = ModelCalls(value["model_calls"])
-    for turn in turns:
+    tools_so_far = 0
+    for turn in sorted(turns, key=lambda t: t["turn_no"]):
         answer = [item for item in turn.get("answer") or [] if isinstance(item, Mapping)]
         has_text = any(message_role(item) == "assistant" for item in answer)
         has_tools = any(item.get("type") == "function_call" for item in answer)
         if has_text and has_tools:
             return f"turn {turn['turn_no']}: the response mixes text with tool calls; upstream refuses it"
+        tools_so_far += sum(1 for item in answer if item.get("type") == "function_call")
+        if turn.get("step_count") != tools_so_far:
+            return (
+                f"turn {turn['turn_no']}: step_count {turn.get('step_count')} is not the {tools_so_far} tool "
+                "call(s) made up to and including it; upstream refuses it"
+            )
         refs = turn.get("model_calls") or []
         if len(refs) != 1:
             return f"turn {turn['turn_no']} has {len(refs)} model calls; upstream needs exactly one"
         index = calls.resolve(refs[0])
         if index is None:
             return f"turn {turn['turn_no']}: its model call does not resolve to one call of the trajectory"
-        problem = _incomplete(calls.calls[index])
+        problem = _incomplete(calls.calls[index]) or _contradiction(calls.calls[index], has_tools)
         if problem:
             return f"model call {calls.key(index)} (turn {turn['turn_no']}) {problem}; upstream refuses it"
     for tool in value["tool_calls"]:
         if tool.get("status") != "completed" or tool.get("error_type"):
             return f"tool call {tool['tool_call_id']} has status {tool.get('status')!r}; upstream needs 'completed'"
+    return None
+
+
+_TOKEN_FIELDS = frozenset({"prompt_token_ids", "generation_token_ids", "generation_log_probs", "routed_experts"})
+_TOOL_REASONS = frozenset({"tool_calls", "tool_use", "function_call"})
+_STOP_REASONS = frozenset({"stop", "end_turn", "stop_sequence"})
+
+
+def _contradiction(call: Mapping[str, Any], has_tools: bool) -> str | None:
+    """A finish reason that contradicts the step (tools with a stop reason, or the reverse), or token
+    counts that do not add up."""
+    reason = ((call.get("response_metadata") or {}).get("finish_reason") or "").lower()
+    if (has_tools and reason in _STOP_REASONS) or (not has_tools and reason in _TOOL_REASONS):
+        return f"has finish reason {reason!r}, which contradicts {'its' if has_tools else 'no'} tool calls"
+    stats = call.get("token_stats") or {}
+    total = stats.get("total_tokens")
+    prompt, completion = stats.get("prompt_tokens"), stats.get("completion_tokens")
+    cached, reasoning = stats.get("cached_tokens"), stats.get("reasoning_tokens")
+    if total is not None and (
+        any(v is not None and v > total for v in (prompt, completion, cached, reasoning))
+        or (prompt is not None and completion is not None and prompt + completion > total)
+    ):
+        return "has token counts above its total"
+    if cached is not None and prompt is not None and cached > prompt:
+        return "has more cached than prompt tokens"
+    if reasoning is not None and completion is not None and reasoning > completion:
+        return "has more reasoning than completion tokens"
     return None
 
 
