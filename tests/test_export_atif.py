@@ -334,6 +334,20 @@ def test_text_summary_has_a_line_per_rollout(tmp_path):
     )
 
 
+def test_a_folder_holding_other_files_is_not_replaced(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    result = run_cli("export", RETAINED, "--format", "atif", "-o", out)
+    assert result.exit_code == 2
+    assert "also holds notes.txt; not replaced" in result.stderr
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    (out / "notes.txt").unlink()
+    (out / "old.json").write_text("{}")  # an earlier export is replaced whole
+    assert run_cli("export", RETAINED, "--format", "atif", "-o", out).exit_code == 0
+    assert "old.json" not in {p.name for p in out.iterdir()} and (out / "0-0.json").exists()
+
+
 def test_usage_errors_exit_2(tmp_path):
     assert run_cli("export", RETAINED, "--format", "csv", "-o", tmp_path / "x").exit_code == 2
     assert run_cli("export", RETAINED, "--format", "atif", "--split", "-o", tmp_path / "x").exit_code == 2

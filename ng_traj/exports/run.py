@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.exports.common import Completeness, Rollout, hex_id
 from ng_traj.io.atomic import atomic_directory, atomic_file
 from ng_traj.records import read_inputs
@@ -89,6 +89,23 @@ class ExportRequest:
 def report_path(output: Path) -> Path:
     """Where the completeness report of ``output`` goes: ``<output>.completeness.json`` beside it."""
     return output.with_name(output.name + ".completeness.json")
+
+
+def check_folder(path: Path, suffix: str) -> None:
+    """Refuse to replace a folder holding anything but files named ``*<suffix>`` (an earlier export).
+
+    Raises:
+        RunError: ``path`` is a folder with other entries (replacing it would delete them).
+    """
+    if not path.is_dir():
+        return
+    foreign = sorted(e.name for e in path.iterdir() if not (e.is_file() and e.name.endswith(suffix)))
+    if foreign:
+        named = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise RunError(
+            f"output {path} is an existing folder that also holds {named}; not replaced (an export folder "
+            f"holds only *{suffix} files)"
+        )
 
 
 def rollouts(request: ExportRequest, sink: DiagnosticSink, redact: Callable[[Any], Any] | None) -> Iterable[Rollout]:
@@ -185,7 +202,7 @@ def export(
             _to_file(request, sink, redact, on_rollout, one, handle, result)
     else:
         suffix = ".json" if request.format == "atif" else ".jsonl"
-        with atomic_directory(request.output) as folder:
+        with atomic_directory(request.output, check=lambda path: check_folder(path, suffix)) as folder:
             names = _Names(folder, suffix)
             for rollout in rollouts(request, sink, redact):
                 outcome, data = one(rollout)
