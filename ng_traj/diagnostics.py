@@ -127,7 +127,14 @@ DATASET_CODES: dict[str, str] = {
 }
 """Codes of reading a Parquet dataset back (``ng-traj validate``, ``ng-traj convert``)."""
 
-CODES: dict[str, str] = {**VALIDATE_CODES, **DATASET_CODES, **BUILD_CODES}
+EXPORT_CODES: dict[str, str] = {
+    "export_refused": "--strict: a rollout NeMo Gym 0.7.0's ATIF exporter would refuse; not exported (the message says why)",
+    "export_untimed": "a rollout with no timed model call or tool call: an OTLP trace has nothing to place, none written",
+    "export_invalid": "an exported ATIF document the ATIF models reject (a defect of ng-traj); not written",
+}
+"""Codes of ``ng-traj export``."""
+
+CODES: dict[str, str] = {**VALIDATE_CODES, **DATASET_CODES, **BUILD_CODES, **EXPORT_CODES}
 """Every diagnostic code, for ``docs/diagnostics.md`` and ``ng-traj validate``."""
 
 LINE_SKIP_CODES = (

@@ -13,7 +13,7 @@ from packaging.requirements import Requirement
 import ng_traj
 from conftest import ROOT
 
-COMMANDS = ["build", "validate", "matrix", "convert", "schema", "show", "report"]
+COMMANDS = ["build", "validate", "matrix", "convert", "schema", "export", "show", "report"]
 CONSTRAINTS_MIN = ROOT / "ci" / "constraints-min.txt"
 
 

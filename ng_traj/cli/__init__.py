@@ -11,7 +11,7 @@ from typing import Annotated
 import typer
 
 from ng_traj import __version__
-from ng_traj.cli import build, convert, matrix, report, schema, show, validate
+from ng_traj.cli import build, convert, export, matrix, report, schema, show, validate
 from ng_traj.cli.common import EXIT_INTERRUPTED, stderr_console
 from ng_traj.io.atomic import interrupt, was_interrupted
 
@@ -46,6 +46,7 @@ app.command("validate")(validate.command)
 app.command("matrix")(matrix.command)
 app.command("convert")(convert.command)
 app.command("schema")(schema.command)
+app.command("export")(export.command)
 app.command("show")(show.command)
 app.command("report")(report.command)
 

@@ -1,0 +1,180 @@
+"""``ng-traj export INPUT... --format atif|otlp -o OUT``: trajectories to ATIF documents or OTLP traces."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
+from ng_traj.cli.output import QUIET_HELP, VERBOSE_HELP, Reporter, choose_format, output_format_option, verbosity
+from ng_traj.diagnostics import RunError, safe_text
+from ng_traj.io.atomic import STDOUT
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+
+EXIT_LOST = 3
+"""Every rollout was exported, but the format could not hold something (the completeness report says what)."""
+
+FORMATS = ("atif", "otlp")
+
+
+def command(
+    inputs: Annotated[
+        list[Path],
+        typer.Argument(
+            metavar="INPUT",
+            help="Trajectory JSONL, rollout rows carrying ng_trajectory (build --attach), Parquet datasets, "
+            "or folders of them.",
+            show_default=False,
+        ),
+    ],
+    format_: Annotated[
+        str, typer.Option("--format", "-f", help="atif (ATIF v1.8 documents) or otlp (OTLP/JSON traces).")
+    ],
+    output: Annotated[
+        Path,
+        typer.Option(
+            "-o",
+            "--output",
+            help="atif: a folder of <rollout_id>.json files; otlp: a .jsonl file (a folder with --split). "
+            "The completeness report is written beside it, as OUT.completeness.json.",
+            show_default=False,
+        ),
+    ],
+    strict: Annotated[
+        bool,
+        typer.Option(
+            "--strict", help="Refuse (and report) every rollout NeMo Gym 0.7.0's own ATIF exporter would refuse."
+        ),
+    ] = False,
+    split: Annotated[bool, typer.Option("--split", help="otlp: one file per rollout, in the folder OUT.")] = False,
+    agent_version: Annotated[
+        str, typer.Option("--agent-version", help="atif: the agent.version to write (the inputs carry none).")
+    ] = "unknown",
+    session_id: Annotated[
+        str | None, typer.Option("--session-id", help="atif: the session_id to write (default: the run's label).")
+    ] = None,
+    redact: Annotated[
+        bool, typer.Option("--redact", help="Mask secrets (exact key names, credential patterns) in the output.")
+    ] = False,
+    redact_key: Annotated[
+        list[str] | None, typer.Option("--redact-key", help="Another exact key name to mask (repeatable).")
+    ] = None,
+    redact_pattern: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--redact-pattern",
+            metavar="REGEX",
+            help="Another secret shape to mask in text, a Python regular expression; with a group named "
+            "'secret', only that group is masked (repeatable).",
+            show_default=False,
+        ),
+    ] = None,
+    max_line_bytes: Annotated[
+        int, typer.Option(help="Skip (and report) JSONL lines longer than this many bytes.", min=1)
+    ] = DEFAULT_MAX_LINE_BYTES,
+    output_format: Annotated[str, output_format_option()] = "text",
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
+    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+) -> None:
+    """Export trajectories as ATIF v1.8 documents or OpenTelemetry traces (OTLP/JSON), one per rollout.
+
+    A completeness report (OUT.completeness.json) says per rollout what the format could not hold; the
+    summary has a line per rollout. Exit 0: everything exported, nothing lost; 3: everything exported,
+    something lost (see the report); 1: input lines skipped, rollouts refused (--strict) or not written,
+    or nothing exported; 2: usage errors. Outputs are written atomically.
+    """
+    guarded(
+        debug,
+        lambda: _run(
+            tuple(inputs),
+            format_,
+            output,
+            strict,
+            split,
+            agent_version,
+            session_id,
+            (redact or bool(redact_key) or bool(redact_pattern), tuple(redact_key or ()), tuple(redact_pattern or ())),
+            max_line_bytes,
+            choose_format(output_format),
+            verbosity(quiet, verbose),
+        ),
+    )
+
+
+def _run(
+    inputs: tuple[Path, ...],
+    format_: str,
+    output: Path,
+    strict: bool,
+    split: bool,
+    agent_version: str,
+    session_id: str | None,
+    redaction: tuple[bool, tuple[str, ...], tuple[str, ...]],
+    max_line_bytes: int,
+    output_format: str,
+    level: int,
+) -> int:
+    if format_ not in FORMATS:
+        raise RunError(f"--format {format_!r}: choose atif or otlp")
+    if str(output) == STDOUT:
+        raise RunError("name an output path with -o (the completeness report is written beside it)")
+    if split and format_ != "otlp":
+        raise RunError("--split is for --format otlp (ATIF is one file per rollout already)")
+    if format_ == "otlp" and not split and output.is_dir():
+        raise RunError(f"{output} is a directory: an OTLP export is one .jsonl file (or use --split)")
+    if (format_ == "atif" or split) and output.exists() and not output.is_dir():
+        raise RunError(f"{output} exists and is not a directory")
+    from ng_traj.exports.run import ExportRequest, export, report_path
+    from ng_traj.redact import Redactor, compile_patterns
+
+    redactor = None
+    if redaction[0]:
+        try:
+            redactor = Redactor(redaction[1], compile_patterns(redaction[2]))
+        except ValueError as exc:
+            raise RunError(str(exc)) from exc
+    request = ExportRequest(
+        inputs,
+        output,
+        format_,
+        strict,
+        split,
+        agent_version,
+        session_id,
+        max_line_bytes,  # type: ignore[arg-type]
+    )
+    reporter = Reporter("export", output_format, level)
+    with reporter.feedback() as feedback:
+        result = export(request, reporter.sink, redactor.value if redactor else None, feedback.step("exporting"))
+        feedback.finish_steps()
+    sink = reporter.sink
+    lost = result.count("lossy")
+    failed = sink.errors or result.count("refused") or result.count("not_written") or not result.written
+    code = EXIT_DATA if failed else EXIT_LOST if lost else EXIT_OK
+    report = report_path(output)
+    line = (
+        f"exported {result.written} of {len(result.outcomes)} rollouts as {format_}: {output} "
+        f"({result.count('complete')} complete, {lost} lossy, {result.count('refused')} refused, "
+        f"{result.count('not_written')} not written); report {report}; {sink.errors} error(s), {sink.warnings} warning(s)"
+    )
+    data = {
+        "format": format_,
+        "output": safe_text(output),
+        "report": safe_text(report),
+        "written": result.written,
+        "rollouts": [
+            {"rollout_id": o.rollout.rollout_id, "status": o.status, "output": o.output, "summary": o.line()}
+            for o in result.outcomes
+        ],
+    }
+
+    def text(console) -> None:  # type: ignore[no-untyped-def]
+        for outcome in result.outcomes:
+            console.print(f"  {outcome.line()}", markup=False)
+        console.print(line, markup=False)
+
+    reporter.summary(data, code, line, text)
+    return code

@@ -1,0 +1,257 @@
+"""The driver of ``ng-traj export``: read, map, write atomically, report what each rollout lost.
+
+Outputs (``-o OUT``):
+
+* ``atif``: a folder with one ATIF document per rollout, ``<rollout_id>.json`` (characters other
+  than letters, digits, ``.``, ``_`` and ``-`` replaced by ``_``; when two rollouts would share a
+  name, each gets ``-<8 hex digits of its trace id>`` too, whatever the input order);
+* ``otlp``: one JSON Lines file, a ``TracesData`` per rollout per line, in input order; with
+  ``split``, a folder with one ``<rollout_id>.jsonl`` per rollout (named as above);
+* the completeness report, ``<OUT>.completeness.json`` beside the output.
+
+Every output replaces its target only when the export completes (``io.atomic``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import orjson
+
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.exports.common import Completeness, Rollout, hex_id
+from ng_traj.io.atomic import atomic_directory, atomic_file
+from ng_traj.records import read_inputs
+
+Format = Literal["atif", "otlp"]
+REPORT_VERSION = "1"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+@dataclass(slots=True)
+class Outcome:
+    """One rollout's result: ``status`` ``complete``, ``lossy``, ``refused`` or ``not_written``."""
+
+    rollout: Rollout
+    status: str
+    output: str | None
+    report: Completeness
+    reason: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        rollout = self.rollout
+        head = {
+            "source": rollout.source,
+            "line": rollout.position,
+            "run": rollout.run,
+            "task_id": rollout.task_id,
+            "rollout_id": rollout.rollout_id,
+            "status": self.status,
+            "output": self.output,
+            "reason": self.reason,
+        }
+        return {**{k: v for k, v in head.items() if v is not None}, **self.report.to_json()}
+
+    def line(self) -> str:
+        where = f" -> {self.output}" if self.output else ""
+        why = f": {self.reason}" if self.reason else f": {self.report.summary()}"
+        return f"{self.rollout.rollout_id}{where}: {self.status}{why}"
+
+
+@dataclass(slots=True)
+class Exported:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def written(self) -> int:
+        return sum(1 for o in self.outcomes if o.output is not None)
+
+    def count(self, status: str) -> int:
+        return sum(1 for o in self.outcomes if o.status == status)
+
+
+@dataclass(frozen=True, slots=True)
+class ExportRequest:
+    inputs: tuple[Path, ...]
+    output: Path
+    format: Format
+    strict: bool = False
+    split: bool = False
+    agent_version: str = "unknown"
+    session_id: str | None = None
+    max_line_bytes: int = 0
+
+
+def report_path(output: Path) -> Path:
+    """Where the completeness report of ``output`` goes: ``<output>.completeness.json`` beside it."""
+    return output.with_name(output.name + ".completeness.json")
+
+
+def check_folder(path: Path, suffix: str) -> None:
+    """Refuse to replace a folder holding anything but files named ``*<suffix>`` (an earlier export).
+
+    Raises:
+        RunError: ``path`` is a folder with other entries (replacing it would delete them).
+    """
+    if not path.is_dir():
+        return
+    foreign = sorted(e.name for e in path.iterdir() if not (e.is_file() and e.name.endswith(suffix)))
+    if foreign:
+        named = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        raise RunError(
+            f"output {path} is an existing folder that also holds {named}; not replaced (an export folder "
+            f"holds only *{suffix} files)"
+        )
+
+
+def rollouts(request: ExportRequest, sink: DiagnosticSink, redact: Callable[[Any], Any] | None) -> Iterable[Rollout]:
+    """The inputs' trajectories as :class:`Rollout` s, redacted when ``redact`` is given."""
+    kwargs = {"max_line_bytes": request.max_line_bytes} if request.max_line_bytes else {}
+    for read in read_inputs(request.inputs, sink, **kwargs):
+        value = redact(read.value) if redact else read.value
+        agent_ref = (read.row or {}).get("agent_ref") if read.row else None
+        yield Rollout(
+            value,
+            read.source,
+            read.position,
+            read.run,
+            read.agent,
+            read.producer,
+            read.reward,
+            agent_ref if isinstance(agent_ref, dict) else None,
+        )
+
+
+class _Names:
+    """File names per rollout, the same whatever the input order (see the module docstring)."""
+
+    def __init__(self, folder: Path, suffix: str) -> None:
+        self.folder = folder
+        self.suffix = suffix
+        self.taken: dict[str, list[tuple[str, Outcome]]] = {}
+
+    def place(self, outcome: Outcome) -> Path:
+        """The file for ``outcome``'s rollout (``outcome.output`` set to its name); the first holder
+        of a name now shared is renamed to its tagged name."""
+        rollout = outcome.rollout
+        base = _UNSAFE.sub("_", rollout.rollout_id) or "_"
+        tag = hex_id(rollout.seed, "trace")[:8]
+        holders = self.taken.setdefault(base, [])
+        if len(holders) == 1:
+            first_tag, first = holders[0]
+            tagged = f"{base}-{first_tag}{self.suffix}"
+            (self.folder / str(first.output)).rename(self.folder / tagged)
+            first.output = tagged
+        outcome.output = f"{base}{self.suffix}" if not holders else f"{base}-{tag}{self.suffix}"
+        if any(held_tag == tag for held_tag, _ in holders):  # the same run, task and rollout again
+            where = hex_id(rollout.source.encode("utf-8", "surrogatepass"), str(rollout.position), length=8)
+            outcome.output = f"{base}-{tag}-{where}{self.suffix}"
+        holders.append((tag, outcome))
+        return self.folder / outcome.output
+
+
+def export(
+    request: ExportRequest,
+    sink: DiagnosticSink,
+    redact: Callable[[Any], Any] | None = None,
+    on_rollout: Callable[[], None] | None = None,
+) -> Exported:
+    """Export every input rollout; returns the outcomes in input order.
+
+    Raises:
+        RunError: An input does not exist, or an output cannot be written.
+    """
+    from ng_traj.exports import atif, otlp
+
+    result = Exported()
+
+    def one(rollout: Rollout) -> tuple[Outcome, bytes | None]:
+        report = Completeness()
+        if request.strict:
+            reason = atif.strict_refusal(rollout)
+            if reason is not None:
+                where = {"path": rollout.source, "line": rollout.position}
+                sink.add(Diagnostic("error", "export_refused", f"rollout {rollout.rollout_id}: {reason}", **where))
+                return Outcome(rollout, "refused", None, report, reason), None
+        if request.format == "atif":
+            document = atif.build_document(
+                rollout, report, agent_version=request.agent_version, session_id=request.session_id
+            )
+            try:
+                atif.validate(document)
+            except ValueError as exc:
+                message = f"rollout {rollout.rollout_id}: the ATIF models reject the document: {exc}"
+                sink.add(Diagnostic("error", "export_invalid", message, path=rollout.source, line=rollout.position))
+                return Outcome(rollout, "not_written", None, report, "rejected by the ATIF models"), None
+            data = atif.document_bytes(document)
+        else:
+            traces = otlp.build_traces(rollout, report)
+            if traces is None:
+                message = f"rollout {rollout.rollout_id}: no model call or tool call has a time; no trace written"
+                sink.add(Diagnostic("warning", "export_untimed", message, path=rollout.source, line=rollout.position))
+                return Outcome(rollout, "not_written", None, report, "nothing timed"), None
+            data = otlp.line_bytes(traces)
+        return Outcome(rollout, "lossy" if report.lost else "complete", None, report), data
+
+    if request.format == "otlp" and not request.split:
+        with atomic_file(request.output) as handle:
+            _to_file(request, sink, redact, on_rollout, one, handle, result)
+    else:
+        suffix = ".json" if request.format == "atif" else ".jsonl"
+        with atomic_directory(request.output, check=lambda path: check_folder(path, suffix)) as folder:
+            names = _Names(folder, suffix)
+            for rollout in rollouts(request, sink, redact):
+                outcome, data = one(rollout)
+                if data is not None:
+                    names.place(outcome).write_bytes(data)
+                result.outcomes.append(outcome)
+                if on_rollout:
+                    on_rollout()
+        for outcome in result.outcomes:
+            if outcome.output is not None:
+                outcome.output = str(request.output / outcome.output)
+    with atomic_file(report_path(request.output)) as handle:
+        handle.write(report_bytes(request, result))
+    return result
+
+
+def _to_file(
+    request: ExportRequest,
+    sink: DiagnosticSink,
+    redact: Callable[[Any], Any] | None,
+    on_rollout: Callable[[], None] | None,
+    one: Callable[[Rollout], tuple[Outcome, bytes | None]],
+    handle: BinaryIO,
+    result: Exported,
+) -> None:
+    line = 0
+    for rollout in rollouts(request, sink, redact):
+        outcome, data = one(rollout)
+        if data is not None:
+            handle.write(data)
+            line += 1
+            outcome.output = f"{request.output}:{line}"
+        result.outcomes.append(outcome)
+        if on_rollout:
+            on_rollout()
+
+
+def report_bytes(request: ExportRequest, result: Exported) -> bytes:
+    """The completeness report: JSON with a 2-space indent and a trailing newline."""
+    report = {
+        "ng_traj_completeness": REPORT_VERSION,
+        "format": request.format,
+        "strict": request.strict,
+        "output": str(request.output),
+        "totals": {
+            "rollouts": len(result.outcomes),
+            "written": result.written,
+            **{status: result.count(status) for status in ("complete", "lossy", "refused", "not_written")},
+        },
+        "rollouts": [outcome.to_json() for outcome in result.outcomes],
+    }
+    return orjson.dumps(report, option=orjson.OPT_INDENT_2 | orjson.OPT_APPEND_NEWLINE)

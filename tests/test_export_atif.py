@@ -1,0 +1,402 @@
+"""``ng-traj export --format atif``: documents the ATIF models accept, upstream's mapping, --strict."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+from conftest import build_valid, run_cli, run_json, shared_dir
+from export_samples import ALL_EXPECTED, RETAINED, SUBAGENTS, clean_rollout, write_jsonl
+from ng_traj.records import row_facts
+
+
+def _export(tmp_path, *inputs, extra=()):
+    out = tmp_path / "atif"
+    result = run_json("export", *inputs, "--format", "atif", "-o", out, *extra)
+    return result, out
+
+
+def _documents(out):
+    return {path.name: orjson.loads(path.read_bytes()) for path in sorted(out.glob("*.json"))}
+
+
+def test_every_fixture_exports_documents_the_atif_package_accepts(tmp_path):
+    from atif import Trajectory
+
+    result, out = _export(tmp_path, *ALL_EXPECTED)
+    assert result.exit_code in (0, 3), result.stderr
+    documents = _documents(out)
+    assert len(documents) == result.summary["written"] > 40
+    for name, document in documents.items():
+        Trajectory.model_validate(document)
+        assert document["schema_version"] == "ATIF-v1.8", name
+
+
+def test_harbor_validator_accepts_every_document(tmp_path):
+    harbor = pytest.importorskip(
+        "harbor.utils.trajectory_validator",
+        reason="harbor needs Python >= 3.12 and pydantic >= 2.14 (installed with the interop extra)",
+    )
+    _, out = _export(tmp_path, *ALL_EXPECTED)
+    for path in sorted(out.glob("*.json")):
+        validator = harbor.TrajectoryValidator()
+        assert validator.validate(orjson.loads(path.read_bytes())), (path.name, validator.get_errors())
+
+
+def test_inspect_scout_reads_the_root_trajectory(tmp_path):
+    pytest.importorskip(
+        "harbor.models.trajectories", reason="Inspect Scout's ATIF source needs harbor (Python >= 3.12)"
+    )
+    scout = pytest.importorskip(
+        "inspect_scout.sources._atif", reason="inspect-scout is installed with the interop extra"
+    )
+    _, out = _export(tmp_path, write_jsonl(tmp_path / "clean.jsonl", clean_rollout()))
+
+    async def transcripts():
+        return [t async for t in scout.atif(out)]
+
+    found = asyncio.run(transcripts())
+    assert len(found) == 1
+    transcript = found[0]
+    # user, the assistant's tool call, the tool's result, the answer
+    assert transcript.message_count == 4
+    assert [m.role for m in transcript.messages] == ["user", "assistant", "tool", "assistant"]
+    assert sum(len(m.tool_calls or []) for m in transcript.messages if m.role == "assistant") == 1
+
+
+def _upstream_document(session: str, agent: str, version: str) -> dict:
+    """What NeMo Gym 0.7.0's exporter writes for ``clean_rollout()``, derived by hand from its rules."""
+    metrics_1 = {
+        "prompt_tokens": 20,
+        "completion_tokens": 8,
+        "cached_tokens": 0,
+        "extra": {"reasoning_tokens": 0, "total_tokens": 28},
+    }
+    metrics_2 = {
+        "prompt_tokens": 35,
+        "completion_tokens": 5,
+        "cached_tokens": 16,
+        "extra": {"reasoning_tokens": 2, "total_tokens": 40},
+    }
+    return {
+        "schema_version": "ATIF-v1.7",
+        "session_id": session,
+        "trajectory_id": f"{session}:7:0",
+        "agent": {"name": agent, "version": version, "model_name": "policy-1"},
+        "steps": [
+            {"step_id": 1, "source": "user", "message": "What is 6*7?"},
+            {
+                "step_id": 2,
+                "timestamp": "2026-08-06T07:06:40.500000Z",
+                "source": "agent",
+                "model_name": "policy-1",
+                "message": "",
+                "tool_calls": [
+                    {
+                        "tool_call_id": "call_1",
+                        "function_name": "calc",
+                        "arguments": {"expr": "6*7"},
+                        "extra": {"nemo_gym": {"source_item_id": "fc_1"}},
+                    }
+                ],
+                "observation": {
+                    "results": [
+                        {
+                            "source_call_id": "call_1",
+                            "content": "42",
+                            "extra": {
+                                "nemo_gym": {
+                                    "started_at": 1786000000.5,
+                                    "completed_at": 1786000000.75,
+                                    "duration_ms": 250.0,
+                                    "timing_source": "executor",
+                                    "source_item_id": "fco_1",
+                                }
+                            },
+                        }
+                    ]
+                },
+                "metrics": metrics_1,
+                "llm_call_count": 1,
+            },
+            {
+                "step_id": 3,
+                "timestamp": "2026-08-06T07:06:42Z",
+                "source": "agent",
+                "model_name": "policy-1",
+                "message": [{"type": "text", "text": "It is 42."}],
+                "metrics": metrics_2,
+                "llm_call_count": 1,
+            },
+        ],
+        "final_metrics": {
+            "total_prompt_tokens": 55,
+            "total_completion_tokens": 13,
+            "total_cached_tokens": 16,
+            "total_steps": 3,
+        },
+    }
+
+
+def _without_extensions(value):
+    """``value`` without the ``extra`` objects of the document, steps, tool calls and results."""
+    if isinstance(value, dict):
+        return {k: _without_extensions(v) for k, v in value.items() if k != "extra" or "total_tokens" in v}
+    if isinstance(value, list):
+        return [_without_extensions(v) for v in value]
+    return value
+
+
+def test_a_clean_rollout_matches_upstream_field_by_field_except_the_listed_differences(tmp_path):
+    source = write_jsonl(tmp_path / "clean.jsonl", clean_rollout())
+    options = ("--session-id", "s1", "--agent-version", "1.2")
+    result, out = _export(tmp_path, source, extra=(*options, "--strict"))
+    assert result.exit_code == 0, result.stderr  # nothing lost (the agent name is unfilled, not lost)
+    mine = _documents(out)["7-0.json"]
+    upstream = _upstream_document("s1", "unknown", "1.2")
+    # The differences docs/deviations.md lists: the ATIF version, the trajectory id (ours names the
+    # rollout id, upstream the task and rollout indexes), a text-only message as a string, and the
+    # extension objects (ours under ng_traj, upstream's under nemo_gym).
+    assert mine["schema_version"] == "ATIF-v1.8"
+    assert mine["trajectory_id"] == "7:7-0"
+    assert mine["steps"][2]["message"] == "It is 42."
+    mine = {**mine, "schema_version": "ATIF-v1.7", "trajectory_id": "s1:7:0"}
+    mine["steps"][2]["message"] = [{"type": "text", "text": "It is 42."}]
+    assert _without_extensions(mine) == _without_extensions(upstream)
+    # what upstream keeps under nemo_gym is kept under ng_traj
+    step = mine["steps"][1]
+    assert step["tool_calls"][0]["extra"] == {"ng_traj": {"source_item_id": "fc_1"}}
+    tool = step["observation"]["results"][0]["extra"]["ng_traj"]["tool_call"]
+    assert (tool["started_at"], tool["completed_at"], tool["duration_ms"]) == (1786000000.5, 1786000000.75, 250.0)
+    assert [c["model_call_id"] for c in step["extra"]["ng_traj"]["model_calls"]] == ["mc1"]
+    assert step["extra"]["ng_traj"]["turn"] == {"turn_no": 1, "step_count": 1}
+
+
+def test_a_clean_rollout_with_an_agent_name_is_complete_exit_0(tmp_path):
+    row = {
+        "agent_ref": {"type": "responses_api_agents", "name": "simple_agent"},
+        "reward": 1.0,
+        "ng_trajectory": clean_rollout(),
+    }
+    result, out = _export(tmp_path, write_jsonl(tmp_path / "rows.jsonl", row), extra=("--agent-version", "1"))
+    assert result.exit_code == 0  # the reward is kept under extra: not a loss
+    report = orjson.loads((tmp_path / "atif.completeness.json").read_bytes())
+    entry = report["rollouts"][0]
+    assert entry["lost"] == [] and entry["status"] == "complete"
+    assert [e["what"] for e in entry["kept_in_extension"]] == ["tool timing", "reward"]
+    document = _documents(out)["7-0.json"]
+    assert document["agent"]["name"] == "simple_agent"
+    assert document["extra"]["ng_traj"]["source"]["reward"] == 1.0
+
+
+def test_strict_refuses_what_upstream_refuses_with_the_reason(tmp_path):
+    result, out = _export(tmp_path, RETAINED, extra=("--strict",))
+    assert result.exit_code == 1
+    refused = [d for d in result.diagnostics if d["code"] == "export_refused"]
+    assert len(refused) == 13 and result.summary["written"] == 0
+    assert list(out.iterdir()) == []
+    by_line = {d["line"]: d["message"] for d in refused}
+    assert (
+        by_line[1]
+        == "rollout 0-0: model call 00000000000000000000000000000001 (turn 1) has no finish reason; upstream refuses it"
+    )
+    assert by_line[2].startswith("rollout 0-1: the trajectory has 2 gap(s) (model_call_ownership_unavailable, ")
+    assert (
+        by_line[8]
+        == "rollout 3-0: the trajectory has 3 gap(s) (conversation_unavailable, rollout_record_unavailable, turns_unavailable); upstream exports none with a gap"
+    )
+    assert all(d["path"] == str(RETAINED) for d in refused)
+
+
+@pytest.mark.parametrize(
+    ("change", "reason"),
+    [
+        (
+            lambda v: v["invocations"].append(
+                {**v["invocations"][0], "invocation_id": "sub", "parent_invocation_id": "root"}
+            ),
+            "2 invocations; upstream exports exactly one",
+        ),
+        (
+            lambda v: v["model_calls"][0]["response_metadata"].update(finish_reason="length"),
+            "model call mc1 (turn 1) stopped early (finish reason 'length'); upstream refuses it",
+        ),
+        (
+            lambda v: v["turns"][1]["answer"].append(v["turns"][0]["answer"][0]),
+            "turn 2: the response mixes text with tool calls; upstream refuses it",
+        ),
+        (
+            lambda v: v["turns"][1].update(step_count=2),
+            "turn 2: step_count 2 is not the 1 tool call(s) made up to and including it; upstream refuses it",
+        ),
+        (
+            lambda v: v["model_calls"][1]["response_metadata"].update(finish_reason="tool_calls"),
+            "model call mc2 (turn 2) has finish reason 'tool_calls', which contradicts no tool calls; upstream refuses it",
+        ),
+        (
+            lambda v: v["model_calls"][1]["token_stats"].update(cached_tokens=36),
+            "model call mc2 (turn 2) has more cached than prompt tokens; upstream refuses it",
+        ),
+        (
+            lambda v: v["invocations"][0]["conversation"][3].update(phase="final_answer"),
+            "conversation item 3 has a phase; upstream refuses it",
+        ),
+        (
+            lambda v: v["invocations"][0].update(status="failed"),
+            "invocation status 'failed'; upstream needs 'completed'",
+        ),
+        (
+            lambda v: v["tool_calls"][0].update(status="failed"),
+            "tool call call_1 has status 'failed'; upstream needs 'completed'",
+        ),
+    ],
+)
+def test_strict_refusal_reasons(tmp_path, change, reason):
+    value = clean_rollout()
+    change(value)
+    result, _ = _export(tmp_path, write_jsonl(tmp_path / "one.jsonl", value), extra=("--strict",))
+    assert result.exit_code == 1
+    assert [d["message"] for d in result.diagnostics if d["code"] == "export_refused"] == [f"rollout 7-0: {reason}"]
+
+
+def test_subagents_are_embedded_and_linked_from_the_spawning_tool_call(tmp_path):
+    _, out = _export(tmp_path, SUBAGENTS)
+    (document,) = _documents(out).values()
+    (sub,) = document["subagent_trajectories"]
+    assert sub["trajectory_id"].startswith(document["trajectory_id"] + "/")
+    refs = [
+        (result["source_call_id"], ref["trajectory_id"])
+        for step in document["steps"]
+        for result in (step.get("observation") or {}).get("results", [])
+        for ref in result.get("subagent_trajectory_ref", [])
+    ]
+    record = orjson.loads(SUBAGENTS.read_bytes().splitlines()[0])
+    (child,) = [i for i in record["invocations"] if i.get("spawned_by_tool_call_id")]
+    assert refs == [(child["spawned_by_tool_call_id"], sub["trajectory_id"])]
+
+
+def test_copied_context_is_a_marked_step(tmp_path):
+    source = RETAINED.parents[2] / "opencode" / "db_v2_fork" / "expected.jsonl"
+    _, out = _export(tmp_path, source)
+    (document,) = _documents(out).values()
+    marked = [
+        s
+        for t in [document, *document.get("subagent_trajectories", [])]
+        for s in t["steps"]
+        if s.get("is_copied_context")
+    ]
+    assert len(marked) == 1
+    assert marked[0]["source"] == "system" and marked[0]["extra"]["ng_traj"]["gap"]["code"] == "copied_context"
+
+
+def test_output_is_byte_identical_and_names_do_not_depend_on_input_order(tmp_path):
+    clean = clean_rollout()
+    other = clean_rollout()  # the same rollout id in another task
+    other["task_id"] = "8"
+    for turn in other["turns"]:
+        turn["task_id"] = "8"
+    source = write_jsonl(tmp_path / "a.jsonl", clean, other)
+    run_json("export", source, "--format", "atif", "-o", tmp_path / "one")
+    run_json("export", source, "--format", "atif", "-o", tmp_path / "two")
+    write_jsonl(source, other, clean)
+    run_json("export", source, "--format", "atif", "-o", tmp_path / "three")
+    one, two, three = (
+        {p.name: p.read_bytes() for p in (tmp_path / name).iterdir()} for name in ("one", "two", "three")
+    )
+    assert one == two == three
+    assert len(one) == 2 and all(name.startswith("7-0-") for name in one)
+    report_one = (tmp_path / "one.completeness.json").read_bytes()
+    assert report_one.replace(b"/one", b"/two") == (tmp_path / "two.completeness.json").read_bytes()
+
+
+def test_bad_lines_are_reported_with_file_and_line_and_skipped(tmp_path):
+    source = tmp_path / "mixed.jsonl"
+    source.write_bytes(orjson.dumps(clean_rollout()) + b"\n{not json\n" + b'{"schema_version": "1.0"}\n')
+    result, out = _export(tmp_path, source)
+    assert result.exit_code == 1
+    assert sorted((d["line"], d["severity"]) for d in result.diagnostics) == [(2, "error"), (3, "error")]
+    assert all(d["path"] == str(source) for d in result.diagnostics)
+    assert list(_documents(out)) == ["7-0.json"]
+
+
+def test_text_summary_has_a_line_per_rollout(tmp_path):
+    result = run_cli("export", RETAINED, "--format", "atif", "-o", tmp_path / "out")
+    assert result.exit_code == 0, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("  ")]
+    assert len(lines) == 13
+    assert (
+        lines[7]
+        == f"  3-0 -> {tmp_path / 'out' / '3-0.json'}: complete: kept in extension gaps (3), model calls no step holds (1); unfilled agent.name, agent.version, invocations"
+    )
+
+
+def test_a_folder_holding_other_files_is_not_replaced(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    result = run_cli("export", RETAINED, "--format", "atif", "-o", out)
+    assert result.exit_code == 2
+    assert "also holds notes.txt; not replaced" in result.stderr
+    assert [p.name for p in out.iterdir()] == ["notes.txt"]
+    (out / "notes.txt").unlink()
+    (out / "old.json").write_text("{}")  # an earlier export is replaced whole
+    assert run_cli("export", RETAINED, "--format", "atif", "-o", out).exit_code == 0
+    assert "old.json" not in {p.name for p in out.iterdir()} and (out / "0-0.json").exists()
+
+
+def test_usage_errors_exit_2(tmp_path):
+    assert run_cli("export", RETAINED, "--format", "csv", "-o", tmp_path / "x").exit_code == 2
+    assert run_cli("export", RETAINED, "--format", "atif", "--split", "-o", tmp_path / "x").exit_code == 2
+    assert run_cli("export", tmp_path / "missing.jsonl", "--format", "atif", "-o", tmp_path / "x").exit_code == 2
+
+
+def test_models_used_on_this_python():
+    from ng_traj.exports.atif import trajectory_model
+
+    _, library = trajectory_model()
+    try:
+        import harbor.models.trajectories  # noqa: F401
+
+        expected = "harbor"
+    except ImportError:
+        expected = "atif"
+    assert library == expected
+    assert sys.version_info >= (3, 12) or library == "atif"
+
+
+def test_real_samples_export_valid_documents_with_the_rows_agent_and_reward(tmp_path):
+    from atif import Trajectory
+
+    rows = tmp_path / "rows.jsonl"
+    assert run_cli("build", shared_dir("gym-examples"), "--attach", "-o", rows).exit_code == 0
+    natives = tmp_path / "natives.jsonl"
+    natives.write_bytes(
+        b"".join(orjson.dumps(r) + b"\n" for r in build_valid(tmp_path, shared_dir("producer-samples")))
+    )
+    result, out = _export(tmp_path, rows, natives)
+    assert result.exit_code == 0, result.stderr
+    documents = _documents(out)
+    row_values = [orjson.loads(line) for line in rows.read_bytes().splitlines()]
+    assert len(documents) == result.summary["written"] == len(row_values) + len(natives.read_bytes().splitlines())
+    for document in documents.values():
+        Trajectory.model_validate(document)
+    by_id = {d["trajectory_id"]: d for d in documents.values()}
+    # rows name their run (the file) and agent; bare trajectories name neither
+    assert {d.get("session_id") for d in documents.values()} == {"rows.jsonl", None}
+    report = orjson.loads((tmp_path / "atif.completeness.json").read_bytes())
+    for entry in report["rollouts"]:
+        if entry["source"] != str(rows):
+            continue
+        row = row_values[entry["line"] - 1]
+        document = orjson.loads(Path(entry["output"]).read_bytes())
+        assert document["trajectory_id"] == f"rows.jsonl:{entry['task_id']}:{entry['rollout_id']}"
+        agent, producer, _ = row_facts(row)
+        assert document["agent"]["name"] == (agent or producer or "unknown")
+        if type(row.get("reward")) in (int, float):
+            assert document["extra"]["ng_traj"]["source"]["reward"] == row["reward"]
+    natives_ids = {f"{r['task_id']}:{r['rollout_id']}" for r in map(orjson.loads, natives.read_bytes().splitlines())}
+    assert natives_ids <= set(by_id)
