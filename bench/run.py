@@ -7,7 +7,10 @@ then timed in child processes, one at a time:
 
 * the *parse floor*: read every line of every input file and ``orjson.loads`` it (whole ``.json``
   files at once), nothing else, in one process;
-* ``ng-traj build`` to JSONL and to Parquet, with ``--jobs 1`` and ``--jobs 2``;
+* ``ng-traj build`` to JSONL and to Parquet, with ``--jobs 1`` and ``--jobs 2``, and with
+  ``--engine ray --jobs 2`` (a local Ray of two CPUs, started by the build and included in its time;
+  when Ray is installed, ``--no-ray`` leaves it out), whose CPU-seconds per rollout are printed
+  with Ray's start-up (a Ray build of the 13-rollout fixture, timed first) taken off;
 
 each ``--repeat`` times (the fastest run is shown, peak RSS is the largest seen).
 
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -128,7 +132,7 @@ def bench_size(workdir: Path, size_mb: int, args: argparse.Namespace) -> list[tu
     mb = size / 1e6
     floor = timed("parse floor", [sys.executable, str(HERE / "run.py"), "--floor", str(root)], args.repeat)
     print(f"\ncorpus {root.name}: {mb:.0f} MB, {rollouts} rollouts")
-    print(f"{'run':<24}{'seconds':>9}{'MB/s':>9}{'rollouts/s':>12}{'peak RSS MiB':>14}{'vs floor':>10}{'x jobs 1':>10}")
+    print(f"{'run':<28}{'seconds':>9}{'MB/s':>9}{'rollouts/s':>12}{'peak RSS MiB':>14}{'vs floor':>10}{'x jobs 1':>10}")
     _line(floor, mb, rollouts, floor.seconds, None)
     results = []
     for fmt in args.formats:
@@ -140,13 +144,31 @@ def bench_size(workdir: Path, size_mb: int, args: argparse.Namespace) -> list[tu
             single = single or run.seconds
             _line(run, mb, rollouts, floor.seconds, single)
             results.append((run.label, run.peak_mib, floor.seconds / run.seconds, single / run.seconds))
+        if args.ray:
+            out = workdir / f"out_{size_mb}.{fmt}"
+            command = [sys.executable, "-m", "ng_traj", "build", str(root), "-o", str(out), "-q", "--engine", "ray"]
+            run = timed(f"build {fmt} ray, 2 CPUs", [*command, "--jobs", "2"], args.repeat, out)
+            _line(run, mb, rollouts, floor.seconds, single)
+            per = 2 * (run.seconds - args.ray_start) / rollouts
+            print(f"{'':<28}CPU-seconds per rollout on Ray, its start-up taken off: {per:.4f}")
+            results.append((run.label, run.peak_mib, floor.seconds / run.seconds, single / run.seconds))
     return [(label, peak, ratio, rollouts) for label, peak, ratio, _ in results]
+
+
+def ray_start(workdir: Path, repeat: int) -> float:
+    """Seconds of a ``--engine ray --jobs 2`` build of the 13-rollout fixture: Ray's start and stop, mostly."""
+    fixture = HERE.parent / "fixtures" / "build" / "retained_run" / "input"
+    out = workdir / "out_ray_start.jsonl"
+    command = [sys.executable, "-m", "ng_traj", "build", str(fixture), "-o", str(out), "-q", "--engine", "ray"]
+    run = timed("ray start-up", [*command, "--jobs", "2"], repeat, out)
+    print(f"a Ray build of 13 rollouts (its start-up and shutdown): {run.seconds:.1f} s")
+    return run.seconds
 
 
 def _line(run: Run, mb: float, rollouts: int, floor_seconds: float, single: float | None) -> None:
     speedup = f"{single / run.seconds:>10.2f}" if single else f"{'':>10}"
     print(
-        f"{run.label:<24}{run.seconds:>9.1f}{mb / run.seconds:>9.1f}{rollouts / run.seconds:>12.1f}"
+        f"{run.label:<28}{run.seconds:>9.1f}{mb / run.seconds:>9.1f}{rollouts / run.seconds:>12.1f}"
         f"{run.peak_mib:>14.1f}{floor_seconds / run.seconds:>10.2f}{speedup}"
         + ("" if run.code == 0 else f"  (exit {run.code})")
     )
@@ -161,6 +183,12 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=["jsonl", "parquet"])
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest is shown")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ng-traj-bench"))
+    parser.add_argument(
+        "--ray",
+        action=argparse.BooleanOptionalAction,
+        default=importlib.util.find_spec("ray") is not None,
+        help="time --engine ray on a local Ray of two CPUs (default: when Ray is installed)",
+    )
     parser.add_argument("--floor", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.floor is not None:
@@ -168,6 +196,7 @@ def main() -> None:
         return
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"parallel capacity now: two busy processes do {parallel_capacity():.2f}x the work of one (2.00 when free)")
+    args.ray_start = ray_start(args.workdir, args.repeat) if args.ray else 0.0
     sizes = sorted(args.sizes_mb)
     measured = {size: bench_size(args.workdir, size, args) for size in sizes}
     if len(sizes) < 2:
@@ -175,7 +204,7 @@ def main() -> None:
     print(f"\npeak RSS growth per rollout between {sizes[0]} MB and {sizes[-1]} MB:")
     for (label, small, _, n_small), (_, large, _, n_large) in zip(measured[sizes[0]], measured[sizes[-1]], strict=True):
         per = (large - small) * 1024 * 1024 / max(1, n_large - n_small)
-        print(f"  {label:<24}{small:>8.1f} -> {large:>8.1f} MiB  ({per:+.0f} bytes per rollout)")
+        print(f"  {label:<28}{small:>8.1f} -> {large:>8.1f} MiB  ({per:+.0f} bytes per rollout)")
 
 
 if __name__ == "__main__":
