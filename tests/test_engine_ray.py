@@ -20,7 +20,7 @@ import pytest
 
 from conftest import FIXTURES, run_cli
 from ng_traj.assemble.build import BuildOptions, encode_line
-from ng_traj.assemble.engine_ray import SCRATCH
+from ng_traj.assemble.engine_ray import SCRATCH, ChunkResult, in_order
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.atomic import atomic_file
@@ -48,7 +48,8 @@ def _ray():
         message = "Ray is not installed (pip install 'ng-traj[ray]')"
         if WHEELS and os.environ.get("NG_TRAJ_REQUIRE_RAY") == "1":
             pytest.fail(f"{message}, though Ray has wheels for this Python and platform")
-        pytest.skip(f"{message}; Ray 2.60 has wheels only for CPython 3.11-3.14 on Linux x86_64 and aarch64")
+        where = "" if WHEELS else ", and none for this Python or platform"
+        pytest.skip(f"{message}; Ray 2.60 publishes wheels for CPython 3.11 to 3.14{where}")
     return ray
 
 
@@ -262,3 +263,25 @@ def test_a_killed_worker_is_retried_and_the_output_is_the_same(local_ray, tmp_pa
     thread.join(timeout=300)
     assert killed == [expected]  # the same diagnostics, in order
     assert _files(ray) == _files(local)
+
+
+def test_chunk_results_are_taken_in_plan_order_whatever_order_they_come_in():
+    arrived = [ChunkResult(k, []) for k in (2, 0, 3, 1, 4)]
+    assert [result.chunk for result in in_order(arrived)] == [0, 1, 2, 3, 4]
+    with pytest.raises(RuntimeError, match="no result for chunk 1 of the plan"):
+        list(in_order([ChunkResult(0, []), ChunkResult(2, [])]))
+
+
+@pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])
+def test_a_build_of_nothing_leaves_the_output_as_it_was(tmp_path, name):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    (empty / "rollouts.jsonl").write_bytes(b"")
+    reports = {}
+    for engine in ("local", "ray"):
+        (tmp_path / engine).mkdir()
+        result = run_cli("build", empty, "-o", tmp_path / engine / name, "--engine", engine)
+        reports[engine] = (result.exit_code, result.stderr.replace(str(tmp_path / engine / name), "OUT"))
+        assert not (tmp_path / engine / name).exists()
+    assert reports["ray"] == reports["local"]
+    assert reports["ray"][0] == 1 and "no trajectory was built; OUT was left as it was" in reports["ray"][1]

@@ -35,7 +35,7 @@ import shutil
 import signal
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -223,7 +223,10 @@ class RayEngine:
             RunError: Ray is missing or cannot start or connect.
         """
         tally = BuildTally(by_role=RoleTally(options.roles))
-        chunks = [slots[i : i + self.chunk_size] for i in range(0, len(slots), self.chunk_size)] or [[]]
+        if not slots:  # nothing to assemble: the empty chunk of a dataset is written here, Ray not started
+            write(build_chunk(0, [], options, encode))
+            return tally
+        chunks = [slots[i : i + self.chunk_size] for i in range(0, len(slots), self.chunk_size)]
         with _ray_session(self.address, self.cpus) as ray_data:
             for result in _results(ray_data, chunks, options, encode, self.cpus if self.address else None):
                 check_interrupted()
@@ -270,7 +273,8 @@ class _Dataset:
 def _results(
     ray_data: Any, chunks: list[list[Slot]], options: BuildOptions, target: ChunkTarget, concurrency: int | None
 ) -> Iterator[ChunkResult]:
-    """Each chunk's result, in chunk order, from Ray Data (order kept by the execution options)."""
+    """Each chunk's result, in chunk order, from Ray Data (which keeps the order, ``preserve_order``;
+    :func:`in_order` makes sure)."""
     items = [{"chunk": k, "slots": pickle.dumps(chunk)} for k, chunk in enumerate(chunks)]
     with warnings.catch_warnings():  # retries are task options, which Ray 2.60 warns it will rename
         warnings.filterwarnings("ignore", message=".*ray_remote_args.* is deprecated")
@@ -285,12 +289,29 @@ def _results(
         )
     rows = dataset.iter_rows()
     try:
-        for row in rows:
-            yield pickle.loads(row["result"])
+        yield from in_order(pickle.loads(row["result"]) for row in rows)
     finally:
         close = getattr(rows, "close", None)
         if close is not None:
             close()
+
+
+def in_order(results: Iterable[ChunkResult]) -> Iterator[ChunkResult]:
+    """``results`` by chunk number from 0, whatever order they arrive in; each is held only until
+    the chunks before it have come.
+
+    Raises:
+        RuntimeError: A chunk never came (the results end with later chunks still held).
+    """
+    waiting: dict[int, ChunkResult] = {}
+    following = 0
+    for result in results:
+        waiting[result.chunk] = result
+        while following in waiting:
+            yield waiting.pop(following)
+            following += 1
+    if waiting:
+        raise RuntimeError(f"Ray returned no result for chunk {following} of the plan")
 
 
 @contextlib.contextmanager
