@@ -178,6 +178,7 @@ def test_without_ray_the_engine_is_a_clear_error_naming_the_extra(tmp_path):
     [
         (("--engine", "spark"), b"--engine 'spark': choose from local, ray"),
         (("--ray-address", "auto"), b"--ray-address names the Ray cluster of --engine ray: add --engine ray"),
+        (("--engine", "ray", "--ray-address", "ray://head:10001"), b"Ray Client connections are not supported"),
     ],
 )
 def test_engine_flags_are_checked(tmp_path, args, message):

@@ -332,6 +332,8 @@ def _ray_session(address: str | None, cpus: int | None) -> Iterator[Any]:
     started = not ray.is_initialized()
     if started:
         _init(ray, address, cpus)
+    for name in ("ray", "ray.data"):  # before the settings below, which Ray Data answers with a warning
+        logging.getLogger(name).setLevel(logging.ERROR)
     with warnings.catch_warnings():  # Ray's own settings it deprecated, set when the context is made
         warnings.simplefilter("ignore", DeprecationWarning)
         context = ray.data.DataContext.get_current()
@@ -339,8 +341,6 @@ def _ray_session(address: str | None, cpus: int | None) -> Iterator[Any]:
     context.enable_progress_bars = False
     context.print_on_execution_start = False
     context.enable_auto_log_stats = False
-    for name in ("ray", "ray.data"):
-        logging.getLogger(name).setLevel(logging.ERROR)
     try:
         yield ray.data
     finally:

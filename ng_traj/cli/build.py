@@ -110,8 +110,8 @@ def command(
         typer.Option(
             "--ray-address",
             metavar="ADDR",
-            help="With --engine ray: the Ray cluster to run on (e.g. ray://head:10001, or auto); default a "
-            "local Ray started for the build.",
+            help="With --engine ray: the Ray cluster to run on (auto: the cluster of this node; or HEAD:6379); "
+            "default a local Ray started for the build.",
             show_default=False,
         ),
     ] = None,

@@ -101,6 +101,12 @@ def _check_engine(request: BuildRequest) -> None:
         raise RunError(f"--engine {request.engine!r}: choose from {', '.join(ENGINES)}")
     if request.ray_address is not None and request.engine != "ray":
         raise RunError("--ray-address names the Ray cluster of --engine ray: add --engine ray")
+    if (request.ray_address or "").startswith("ray://"):
+        raise RunError(
+            f"--ray-address {request.ray_address}: Ray Client connections are not supported (the driver must read "
+            "the inputs and the workers' output): run the build on a node of the cluster (--ray-address auto) "
+            "or as a Ray job"
+        )
     if request.engine == "ray":
         from ng_traj.assemble.engine_ray import require_ray
 
