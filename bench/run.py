@@ -10,6 +10,10 @@ then timed in child processes, one at a time:
 * the *copy floor*: the parse floor, and every value ``orjson.dumps``-ed again and written to one
   output file, which is ``fsync``-ed at the end (the output is about as large as the input, as
   payloads are kept, so this is the least any build writing them can do);
+* ``ng-traj build`` to JSONL and to Parquet with ``--engine ray --jobs 2`` (a local Ray of two CPUs,
+  started by the build and included in its time; when Ray is installed, ``--no-ray`` leaves it out),
+  whose CPU-seconds per rollout are printed with Ray's start-up (a Ray build of the 13-rollout
+  fixture, timed first) taken off;
 * ``ng-traj build`` to JSONL and to Parquet, with ``--jobs 1`` and ``--jobs 2``, and to JSONL with
   ``--no-payloads`` (``--jobs 1``), whose output is small, so it is compared with the parse floor;
 
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -204,6 +209,13 @@ def bench_size(workdir: Path, size_mb: int, args: argparse.Namespace) -> list[tu
             single = single or run.seconds
             _line(run, mb, rollouts, measured, single)
             results.append((run.label, run.peak_mib, rollouts))
+        if args.ray:
+            out = workdir / f"out_{size_mb}.{fmt}"
+            run = timed(f"build {fmt} ray, 2 CPUs", build_command(root, out, 2, "--engine", "ray"), args.repeat, out)
+            _line(run, mb, rollouts, measured, single)
+            per = 2 * (run.seconds - args.ray_start) / rollouts
+            print(f"{'':<32}CPU-seconds per rollout on Ray, its start-up taken off: {per:.4f}")
+            results.append((run.label, run.peak_mib, rollouts))
     if "jsonl" in args.formats:
         out = workdir / f"out_{size_mb}_no_payloads.jsonl"
         run = timed("build jsonl --no-payloads", build_command(root, out, 1, "--no-payloads"), args.repeat, out)
@@ -225,6 +237,15 @@ def bench_small_rollouts(workdir: Path, size_mb: int, args: argparse.Namespace) 
     _line(timed("build jsonl --jobs 1", build_command(root, out, 1), args.repeat, out), mb, rollouts, measured, None)
 
 
+def ray_start(workdir: Path, repeat: int) -> float:
+    """Seconds of a ``--engine ray --jobs 2`` build of the 13-rollout fixture: Ray's start and stop, mostly."""
+    fixture = HERE.parent / "fixtures" / "build" / "retained_run" / "input"
+    out = workdir / "out_ray_start.jsonl"
+    run = timed("ray start-up", build_command(fixture, out, 2, "--engine", "ray"), repeat, out)
+    print(f"a Ray build of 13 rollouts (its start-up and shutdown): {run.seconds:.1f} s")
+    return run.seconds
+
+
 def _line(run: Run, mb: float, rollouts: int, measured: Floors, single: float | None) -> None:
     speedup = f"{single / run.seconds:>10.2f}" if single else f"{'':>10}"
     print(
@@ -244,6 +265,12 @@ def main() -> None:
     parser.add_argument("--formats", nargs="+", default=["jsonl", "parquet"])
     parser.add_argument("--repeat", type=int, default=3, help="runs of each measurement; the fastest is shown")
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/ng-traj-bench"))
+    parser.add_argument(
+        "--ray",
+        action=argparse.BooleanOptionalAction,
+        default=importlib.util.find_spec("ray") is not None,
+        help="time --engine ray on a local Ray of two CPUs (default: when Ray is installed)",
+    )
     parser.add_argument("--floor", type=Path, help=argparse.SUPPRESS)
     parser.add_argument("--copy-floor", type=Path, nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -255,6 +282,7 @@ def main() -> None:
         return
     args.workdir.mkdir(parents=True, exist_ok=True)
     print(f"parallel capacity now: two busy processes do {parallel_capacity():.2f}x the work of one (2.00 when free)")
+    args.ray_start = ray_start(args.workdir, args.repeat) if args.ray else 0.0
     sizes = sorted(args.sizes_mb)
     measured = {size: bench_size(args.workdir, size, args) for size in sizes}
     if args.small_calls:

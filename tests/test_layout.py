@@ -84,8 +84,8 @@ def test_sources_has_no_loose_producer_modules() -> None:
 
 
 def test_the_command_line_loads_without_the_heavy_libraries():
-    """``--help`` stays fast: the contract models (pydantic, openai) and pyarrow load when a command runs."""
-    code = "import sys, ng_traj.cli; print(sorted(m for m in ('pydantic', 'openai', 'pyarrow') if m in sys.modules))"
+    """``--help`` stays fast: the contract models (pydantic, openai), pyarrow and Ray load when a command runs."""
+    code = "import sys, ng_traj.cli; print(sorted(m for m in ('pydantic', 'openai', 'pyarrow', 'ray') if m in sys.modules))"
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert loaded.strip() == "[]"
 

@@ -94,13 +94,15 @@ def build(
     *,
     encode: Encode = encode_line,
     jobs: int = 1,
+    engine: Callable[..., BuildTally] = run_slots,
 ) -> BuildSummary:
     """Assemble and write every slot; return the summary.
 
     ``encode`` turns each built slot into what ``write`` takes (the JSONL line by default; the
-    Parquet rows for a dataset); ``jobs`` worker processes assemble slots when above 1.
+    Parquet rows for a dataset); ``jobs`` worker processes assemble slots when above 1. ``engine``
+    runs the slots (``run.run_slots`` here, or ``engine_ray.RayEngine.run`` with what its ``open`` gave).
     """
-    tally = run_slots(slots, options, sink, write, on_slot, encode=encode, jobs=jobs)
+    tally = engine(slots, options, sink, write, on_slot, encode=encode, jobs=jobs)
     empty = [
         named
         for named in inputs.named

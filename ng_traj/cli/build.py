@@ -87,14 +87,34 @@ def command(
         int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
     jobs: Annotated[
-        int,
+        int | None,
         typer.Option(
             "--jobs",
             "-j",
-            help="Worker processes assembling rollouts (output identical to 1); at most one per CPU.",
+            help="Worker processes assembling rollouts (output identical to 1); at most one per CPU. Default 1; "
+            "with --engine ray, the CPUs of the local Ray (default every CPU), or the tasks at once on a cluster.",
             min=1,
+            show_default=False,
         ),
-    ] = 1,
+    ] = None,
+    engine: Annotated[
+        str,
+        typer.Option(
+            "--engine",
+            help="Where rollouts are assembled: local (this machine's processes), or ray (Ray Data tasks on a "
+            "local Ray or the cluster of --ray-address; needs the ray extra). Output identical.",
+        ),
+    ] = "local",
+    ray_address: Annotated[
+        str | None,
+        typer.Option(
+            "--ray-address",
+            metavar="ADDR",
+            help="With --engine ray: the Ray cluster to run on (auto: the cluster of this node; or HEAD:6379); "
+            "default a local Ray started for the build.",
+            show_default=False,
+        ),
+    ] = None,
     gym_release: Annotated[str, typer.Option("--gym-release", help=RELEASE_HELP)] = "0.7",
     debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
 ) -> None:
@@ -123,8 +143,11 @@ def command(
         redact_patterns=tuple(redact_pattern or ()),
         max_line_bytes=max_line_bytes,
         stdout_is_terminal=sys.stdout is not None and sys.stdout.isatty(),  # None when the shell closed it
-        jobs=jobs,
+        jobs=jobs or 1,
         gym_release=gym_release,
+        engine=engine,
+        ray_address=ray_address,
+        ray_cpus=jobs,
     )
     guarded(debug, lambda: _run(settings, choose_format(output_format, json_output), verbosity(quiet, verbose)))
 

@@ -15,6 +15,7 @@ from rich.text import Text
 
 from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
+from ng_traj.assemble.run import run_slots
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release
 from ng_traj.cli.output import Reporter
 from ng_traj.diagnostics import RunError, plural, safe_text
@@ -48,11 +49,15 @@ class BuildRequest:
     stdout_is_terminal: bool
     jobs: int = 1
     gym_release: str = "0.7"
+    engine: str = "local"
+    ray_address: str | None = None
+    ray_cpus: int | None = None
     report_format: str = "text"
     level: int = 0
 
 
 FORMATS = ("jsonl", "parquet")
+ENGINES = ("local", "ray")
 
 
 def output_format(requested: str | None, output: str) -> str:
@@ -88,6 +93,7 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     kinds = (*KINDS, *sorted(READERS))
     if request.force_kind is not None and request.force_kind not in kinds:
         raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(kinds)}")
+    _check_engine(request)
     if request.output is None and request.stdout_is_terminal:
         raise RunError("name an output file with -o (or -o - for standard output)")
     output = STDOUT if request.output is None else request.output
@@ -104,6 +110,23 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     elif output != STDOUT:
         check_file_target(Path(output))
     return output, chosen
+
+
+def _check_engine(request: BuildRequest) -> None:
+    if request.engine not in ENGINES:
+        raise RunError(f"--engine {request.engine!r}: choose from {', '.join(ENGINES)}")
+    if request.ray_address is not None and request.engine != "ray":
+        raise RunError("--ray-address names the Ray cluster of --engine ray: add --engine ray")
+    if (request.ray_address or "").startswith("ray://"):
+        raise RunError(
+            f"--ray-address {request.ray_address}: Ray Client connections are not supported (the driver must read "
+            "the inputs and the workers' output): run the build on a node of the cluster (--ray-address auto) "
+            "or as a Ray job"
+        )
+    if request.engine == "ray":
+        from ng_traj.assemble.engine_ray import require_ray
+
+        require_ray()
 
 
 def run(request: BuildRequest) -> int:
@@ -146,9 +169,12 @@ def _build(
             release=gym_release(request.gym_release, chosen),
         )
         advance = feedback.step("building trajectories", len(slots))
-        with contextlib.suppress(AbortWrite), _open_output(output, chosen, request.jobs, roles) as (write, encode):
+        opened, engine = _engine(request, output, chosen, roles)
+        with contextlib.suppress(AbortWrite), opened as (write, encode):
             on_slot = lambda _: advance()  # noqa: E731
-            summary = build(inputs, slots, stats, options, sink, write, on_slot, encode=encode, jobs=request.jobs)
+            summary = build(
+                inputs, slots, stats, options, sink, write, on_slot, encode=encode, jobs=request.jobs, engine=engine
+            )
             feedback.finish_steps()
             if not summary.tally.trajectories and output != STDOUT:
                 raise AbortWrite
@@ -167,6 +193,16 @@ def _safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {_safe(key): _safe(item) for key, item in value.items()}
     return value
+
+
+def _engine(request: BuildRequest, output: str, chosen: str, roles: dict[str, str]) -> tuple[Any, Callable]:
+    """The output to open and the engine that runs the slots into it (``--engine``)."""
+    if request.engine == "ray":
+        from ng_traj.assemble.engine_ray import RayEngine
+
+        ray = RayEngine(request.ray_address, request.ray_cpus)
+        return ray.open(output, chosen, roles), ray.run
+    return _open_output(output, chosen, request.jobs, roles), run_slots
 
 
 @contextlib.contextmanager
