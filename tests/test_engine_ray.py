@@ -20,7 +20,8 @@ import pytest
 
 from conftest import FIXTURES, run_cli
 from ng_traj.assemble.build import BuildOptions, encode_line
-from ng_traj.assemble.engine_ray import SCRATCH, ChunkResult, in_order
+from ng_traj.assemble.chunks import ChunkResult
+from ng_traj.assemble.engine_ray import SCRATCH, in_order
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.atomic import atomic_file
@@ -86,7 +87,7 @@ def test_the_fixtures_build_to_the_same_bytes(local_ray, tmp_path, name):
     local, ray, report = _both(tmp_path, name, *(FIXTURES / fixture for fixture in FIXTURE_INPUTS), "--verbose")
     assert ray == local
     assert len(local) == (1 if name == "out.jsonl" else 9)  # the file, or the manifest and eight tables
-    assert "built 70 trajectories" in report and "11 error(s), 41 warning(s)" in report
+    assert "built 70 trajectories" in report and "11 errors, 41 warnings" in report
 
 
 def _library_build(inputs: Path, out: Path, chunk_size: int, fmt: str, engine: str) -> list[Diagnostic]:
@@ -267,10 +268,10 @@ def test_a_killed_worker_is_retried_and_the_output_is_the_same(local_ray, tmp_pa
 
 
 def test_chunk_results_are_taken_in_plan_order_whatever_order_they_come_in():
-    arrived = [ChunkResult(k, []) for k in (2, 0, 3, 1, 4)]
-    assert [result.chunk for result in in_order(arrived)] == [0, 1, 2, 3, 4]
+    arrived = [ChunkResult(k, ()) for k in (2, 0, 3, 1, 4)]
+    assert [result.index for result in in_order(arrived)] == [0, 1, 2, 3, 4]
     with pytest.raises(RuntimeError, match="no result for chunk 1 of the plan"):
-        list(in_order([ChunkResult(0, []), ChunkResult(2, [])]))
+        list(in_order([ChunkResult(0, ()), ChunkResult(2, ())]))
 
 
 @pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])

@@ -204,10 +204,10 @@ def test_strict_refuses_what_upstream_refuses_with_the_reason(tmp_path):
         by_line[1]
         == "rollout 0-0: model call 00000000000000000000000000000001 (turn 1) has no finish reason; upstream refuses it"
     )
-    assert by_line[2].startswith("rollout 0-1: the trajectory has 2 gap(s) (model_call_ownership_unavailable, ")
+    assert by_line[2].startswith("rollout 0-1: the trajectory has 2 gaps (model_call_ownership_unavailable, ")
     assert (
         by_line[8]
-        == "rollout 3-0: the trajectory has 3 gap(s) (conversation_unavailable, rollout_record_unavailable, turns_unavailable); upstream exports none with a gap"
+        == "rollout 3-0: the trajectory has 3 gaps (conversation_unavailable, rollout_record_unavailable, turns_unavailable); upstream exports none with a gap"
     )
     assert all(d["path"] == str(RETAINED) for d in refused)
 
@@ -231,7 +231,7 @@ def test_strict_refuses_what_upstream_refuses_with_the_reason(tmp_path):
         ),
         (
             lambda v: v["turns"][1].update(step_count=2),
-            "turn 2: step_count 2 is not the 1 tool call(s) made up to and including it; upstream refuses it",
+            "turn 2: step_count 2 is not the 1 tool call made up to and including it; upstream refuses it",
         ),
         (
             lambda v: v["model_calls"][1]["response_metadata"].update(finish_reason="tool_calls"),

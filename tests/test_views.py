@@ -119,7 +119,7 @@ def test_show_lists_and_shows_one_rollout_plainly_when_piped():
     one = run_cli("show", PARALLEL, "1-0", "--role", "helper_model=helper")
     assert one.exit_code == 0, one.stderr
     out = one.stdout
-    assert "turn 1: 2 step(s), 2 model call(s), resolved" in out
+    assert "turn 1: 2 steps, 2 model calls, resolved" in out
     assert "tool call delegate  call_spawn  completed  1900 ms" in out
     assert "invocation root.child  completed  1800 ms  spawned by call_spawn" in out
     assert out.index("call_spawn  completed") < out.index("invocation root.child")
@@ -239,6 +239,6 @@ def test_show_reads_a_dataset_with_its_run_and_agent_columns(tmp_path):
     one = run_cli("show", dataset, "0-0", "--agent", "anyswe_pi")
     assert one.exit_code == 0, one.stderr
     assert "run anyswe_agent__example_rollouts_pi.jsonl  agent anyswe_pi  reward 1.0" in one.stdout
-    assert "3 tool call(s)" in one.stdout
+    assert "3 tool calls" in one.stdout
     tools = [line for line in one.stdout.splitlines() if "tool call" in line and "no tool record" in line]
     assert len(tools) == 3  # function calls of the rebuilt conversation, which has no tool records

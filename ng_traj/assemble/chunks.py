@@ -19,7 +19,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ng_traj.assemble.build import BuildOptions, Encode, Outcome, assemble_slot, outcome
 from ng_traj.assemble.plan import Slot
@@ -38,11 +38,14 @@ class ChunkResult:
             ``payload`` is ``None`` when :attr:`segment` holds the chunk's output.
         segment: The file holding the chunk's encoded output (the JSONL lines of its slots, in
             order), or ``None`` when each outcome carries its own payload.
+        rows: Rows written per table, when the chunk was written as Parquet files by the process that
+            assembled it (``assemble/engine_ray.py``); else empty.
     """
 
     index: int
     outcomes: tuple[Outcome, ...]
     segment: Spooled | None = None
+    rows: dict[str, int] = field(default_factory=dict)
 
 
 def assemble_chunk(

@@ -40,14 +40,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ng_traj.assemble.build import BuildOptions, Outcome, assemble_slot, encode_line, outcome
+from ng_traj.assemble.build import BuildOptions, encode_line
+from ng_traj.assemble.chunks import ChunkResult, assemble_chunk
 from ng_traj.assemble.plan import Slot
 from ng_traj.assemble.run import BuildTally, young_collections
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.diagnostics import DiagnosticSink, RunError
 from ng_traj.io.atomic import STDOUT, atomic_directory, atomic_file, check_interrupted
 from ng_traj.roles import RoleTally
 from ng_traj.writers.dataset_paths import MANIFEST, TABLE_NAMES
-from ng_traj.writers.spool import Spooled, spool_appender
+from ng_traj.writers.spool import spool_appender
 
 EXTRA = "pip install 'ng-traj[ray]'"
 """How to install what ``--engine ray`` needs."""
@@ -87,31 +88,6 @@ class ChunkTarget:
     chunk_size: int = CHUNK_SIZE
 
 
-@dataclass(frozen=True)
-class ChunkResult:
-    """What a task hands back for chunk ``chunk``.
-
-    Attributes:
-        outcomes: Per rollout, in plan order, its :class:`Outcome` without payload, its diagnostics
-            (those of its assembly, then those of its encoding) included.
-        segment: The JSONL segment file (``None`` for Parquet).
-        rows: Rows written per table (Parquet; empty for JSONL).
-    """
-
-    chunk: int
-    outcomes: list[Outcome]
-    segment: Spooled | None = None
-    rows: dict[str, int] = field(default_factory=dict)
-
-
-def _assembled(start: int, slots: Sequence[Slot], options: BuildOptions, encode: Any) -> Iterator[Outcome]:
-    """Each slot's outcome (payload included), its diagnostics collected rather than reported."""
-    for offset, slot in enumerate(slots):
-        collected: list[Diagnostic] = []
-        done = outcome(start + offset, assemble_slot(slot, options, DiagnosticSink(collected.append)), encode)
-        yield dataclasses.replace(done, diagnostics=(*collected, *done.diagnostics))
-
-
 def build_chunk(chunk: int, slots: Sequence[Slot], options: BuildOptions, target: ChunkTarget) -> ChunkResult:
     """Assemble chunk ``chunk`` of the plan (``slots``, its rollouts in order) and write its encoded output.
 
@@ -128,13 +104,7 @@ def build_chunk(chunk: int, slots: Sequence[Slot], options: BuildOptions, target
         if target.format == "parquet":
             return _parquet_chunk(chunk, start, slots, options, target)
         path = os.path.join(target.folder, f"{chunk:05d}.jsonl")
-        outcomes, size = [], 0
-        with open(path, "wb") as handle:
-            for done in _assembled(start, slots, options, encode_line):
-                handle.write(done.payload)
-                size += len(done.payload)
-                outcomes.append(dataclasses.replace(done, payload=None))
-        return ChunkResult(chunk, outcomes, segment=Spooled(path, size))
+        return assemble_chunk(options, slots, chunk, start=start, encode=encode_line, segment=path)
 
 
 def _parquet_chunk(
@@ -146,14 +116,15 @@ def _parquet_chunk(
     scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH}{chunk:05d}-", dir=target.folder))
     try:
         writer = DatasetWriter(scratch, target.roles, target.chunk_size)
+        result = assemble_chunk(options, slots, chunk, start=start, encode=writer.encoder())
         outcomes = []
-        for done in _assembled(start, slots, options, writer.encoder()):
+        for done in result.outcomes:
             writer.add_rows(done.payload)
             outcomes.append(dataclasses.replace(done, payload=None))
         writer.close()  # one chunk only: its files are part 0 of the scratch folder
         for table in TABLE_NAMES:
             os.replace(scratch / table / part_name(0), Path(target.folder, table, part_name(chunk)))
-        return ChunkResult(chunk, outcomes, rows=dict(writer.rows))
+        return ChunkResult(chunk, tuple(outcomes), rows=dict(writer.rows))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
@@ -231,7 +202,7 @@ class RayEngine:
             for result in _results(ray_data, chunks, options, encode, self.cpus if self.address else None):
                 check_interrupted()
                 write(result)
-                for slot, done in zip(chunks[result.chunk], result.outcomes, strict=True):
+                for slot, done in zip(chunks[result.index], result.outcomes, strict=True):
                     for diagnostic in done.diagnostics:
                         sink.add(diagnostic)
                     tally.add(slot, done)
@@ -306,7 +277,7 @@ def in_order(results: Iterable[ChunkResult]) -> Iterator[ChunkResult]:
     waiting: dict[int, ChunkResult] = {}
     following = 0
     for result in results:
-        waiting[result.chunk] = result
+        waiting[result.index] = result
         while following in waiting:
             yield waiting.pop(following)
             following += 1

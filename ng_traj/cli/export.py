@@ -9,7 +9,7 @@ import typer
 
 from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
 from ng_traj.cli.output import QUIET_HELP, VERBOSE_HELP, Reporter, choose_format, output_format_option, verbosity
-from ng_traj.diagnostics import RunError, safe_text
+from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -158,7 +158,8 @@ def _run(
     line = (
         f"exported {result.written} of {len(result.outcomes)} rollouts as {format_}: {output} "
         f"({result.count('complete')} complete, {lost} lossy, {result.count('refused')} refused, "
-        f"{result.count('not_written')} not written); report {report}; {sink.errors} error(s), {sink.warnings} warning(s)"
+        f"{result.count('not_written')} not written); report {report}; "
+        f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
     )
     data = {
         "format": format_,

@@ -10,7 +10,7 @@ import typer
 from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
 from ng_traj.cli.output import QUIET_HELP, VERBOSE_HELP, Reporter, choose_format, output_format_option, verbosity
 from ng_traj.cli.show import INPUT_HELP, ROLE_HELP
-from ng_traj.diagnostics import RunError
+from ng_traj.diagnostics import RunError, plural
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 
@@ -127,10 +127,12 @@ def run(
         )
         with atomic_file(output) as handle:
             handle.write(page.encode("utf-8"))
-    line = f"wrote {len(side.entries)} rollout(s) to {output}" if side.entries else "no rollouts: nothing written"
+    line = (
+        f"wrote {plural(len(side.entries), 'rollout')} to {output}" if side.entries else "no rollouts: nothing written"
+    )
     if compare:
-        line += f"; compared with {len(other.entries)} rollout(s)"
-    line += f"; {reporter.sink.errors} error(s), {reporter.sink.warnings} warning(s)"
+        line += f"; compared with {plural(len(other.entries), 'rollout')}"
+    line += f"; {plural(reporter.sink.errors, 'error')}, {plural(reporter.sink.warnings, 'warning')}"
     data = {"rollouts": len(side.entries), "compared": len(other.entries), "output": str(output)}
     reporter.summary(data, code, line, lambda console: console.print(line, markup=False))
     return code

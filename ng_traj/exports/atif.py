@@ -30,6 +30,7 @@ from typing import Any
 import orjson
 
 from ng_traj import __version__
+from ng_traj.diagnostics import plural
 from ng_traj.exports.common import (
     INCOMPLETE_FINISH_REASONS,
     Completeness,
@@ -601,7 +602,7 @@ def strict_refusal(rollout: Rollout) -> str | None:
     value = rollout.value
     if value["gaps"]:
         codes = sorted({gap["code"] for gap in value["gaps"]})
-        return f"the trajectory has {len(value['gaps'])} gap(s) ({', '.join(codes)}); upstream exports none with a gap"
+        return f"the trajectory has {plural(len(value['gaps']), 'gap')} ({', '.join(codes)}); upstream exports none with a gap"
     invocations = value["invocations"]
     if len(invocations) != 1:
         return f"{len(invocations)} invocations; upstream exports exactly one"
@@ -649,8 +650,8 @@ def strict_refusal(rollout: Rollout) -> str | None:
         tools_so_far += sum(1 for item in answer if item.get("type") == "function_call")
         if turn.get("step_count") != tools_so_far:
             return (
-                f"turn {turn['turn_no']}: step_count {turn.get('step_count')} is not the {tools_so_far} tool "
-                "call(s) made up to and including it; upstream refuses it"
+                f"turn {turn['turn_no']}: step_count {turn.get('step_count')} is not the "
+                f"{plural(tools_so_far, 'tool call')} made up to and including it; upstream refuses it"
             )
         refs = turn.get("model_calls") or []
         if len(refs) != 1:

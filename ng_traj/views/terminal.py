@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
+from ng_traj.diagnostics import plural
 from ng_traj.views.pick import Entry
 
 STATUS_STYLES = {
@@ -106,7 +107,7 @@ def _add_invocation(parent: Tree, node: Mapping[str, Any]) -> None:
         resolved = {True: ", resolved", False: ", not resolved", None: ""}[turn["resolved"]]
         branch.add(
             Text(
-                f"turn {turn['turn_no']}: {turn['step_count']} step(s), {turn['model_calls']} model call(s){resolved}",
+                f"turn {turn['turn_no']}: {plural(turn['step_count'], 'step')}, {plural(turn['model_calls'], 'model call')}{resolved}",
                 style="blue",
             )
         )
@@ -162,8 +163,9 @@ def _header(view: Mapping[str, Any], about: Mapping[str, Any]) -> Text:
     text.append(("\n" + "  ".join(facts)) if facts else "")
     text.append(f"\nfrom {about['where']}", style="dim")
     text.append(
-        f"\n{totals['invocations']} invocation(s), {totals['turns']} turn(s), {totals['model_calls']} model call(s), "
-        f"{totals['tool_calls']} tool call(s), {_count(totals['total_tokens'])} tokens, "
+        f"\n{plural(totals['invocations'], 'invocation')}, {plural(totals['turns'], 'turn')}, "
+        f"{plural(totals['model_calls'], 'model call')}, {plural(totals['tool_calls'], 'tool call')}, "
+        f"{_count(totals['total_tokens'])} tokens, "
         f"{_ms(totals['latency_ms'])} model latency"
     )
     return text
