@@ -18,7 +18,8 @@ from ng_traj.io.atomic import interrupt, was_interrupted
 app = typer.Typer(
     name="ng-traj",
     help="Assemble NeMo Gym ng_trajectory records offline from retained rollout artifacts, "
-    "validate trajectory files, and report C1–C7 coverage.",
+    "validate trajectory files, report C1–C7 coverage, export ATIF and OpenTelemetry traces, "
+    "and show rollouts in the terminal or an HTML report.",
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
