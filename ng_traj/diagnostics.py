@@ -103,6 +103,7 @@ BUILD_CODES: dict[str, str] = {
     "hermes_message_repeated": "a gateway transcript line that repeats an earlier message whole (its time included); read once",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",
     "hermes_message_invalid": "a Hermes message that is not an object, a content part with neither text nor an image, or a snapshot system_prompt that is not text; passed over",
+    "hermes_session_id_invalid": "a session_<id>.json snapshot whose session_id is not text; the session is named after its file",
     "hermes_turn_invalid": "a ShareGPT turn that is not an object, whose from is not one of the format's roles, or whose value is not text; passed over",
     "codex_record_unknown": "Codex rollout records (or response or completed items) of a type the reader does not know; skipped, counted and named with the file's cli_version",
     "codex_session_meta_missing": "a Codex rollout whose first record is not a readable session_meta; its thread id is taken from the file name",

@@ -299,3 +299,19 @@ def test_rollout_ids_whose_digit_runs_fall_differently_sort_without_an_internal_
     )
     records = build_valid(tmp_path, path)
     assert [r["rollout_id"] for r in records] == ["0-", "0-1"]
+
+
+@pytest.mark.parametrize("damaged", [7, ["x"], None], ids=["number", "list", "null"])
+def test_a_hermes_snapshot_whose_session_id_is_not_text_is_named_after_its_file(tmp_path, damaged):
+    (tmp_path / "plain").mkdir()
+    expected = build_valid(tmp_path / "plain", SNAPSHOT)
+    value = orjson.loads(SNAPSHOT.read_bytes())
+    value["session_id"] = damaged
+    path = tmp_path / "sessions" / SNAPSHOT.name
+    path.parent.mkdir()
+    path.write_bytes(orjson.dumps(value, option=orjson.OPT_INDENT_2))
+    result = run_json("build", tmp_path / "sessions", "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    why = f"session_id is not text ({damaged!r}); the session is named after its file"
+    assert _of(result, "hermes_session_id_invalid") == [("warning", None, "session_id", why)]
+    assert _records(tmp_path / "out.jsonl") == expected
