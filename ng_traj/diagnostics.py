@@ -65,6 +65,7 @@ BUILD_CODES: dict[str, str] = {
     "input_unsupported": "a recognised format ng-traj does not read yet; skipped",
     "task_input_rows": "rows with no response, reward or attachment: task inputs, not rollouts",
     "rollout_identity_unavailable": "a rollout row without identity keys, or with malformed ones; identified by file and line",
+    "rollout_item_invalid": "items of a row's request input or response output that are not conversation items; left out of the fallback conversation",
     "row_value_invalid": "a rollout row key ng-traj reads as an object (ng_trajectory, ng_model_call_capture, ...) holding another JSON type; not read",
     "capture_record_invalid": "a capture line that does not build a model-call record or has none of its keys",
     "capture_call_invalid": "a call in a row's ng_model_call_capture that is not an object or breaks the contract; left out",

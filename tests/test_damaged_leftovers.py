@@ -315,3 +315,18 @@ def test_a_hermes_snapshot_whose_session_id_is_not_text_is_named_after_its_file(
     why = f"session_id is not text ({damaged!r}); the session is named after its file"
     assert _of(result, "hermes_session_id_invalid") == [("warning", None, "session_id", why)]
     assert _records(tmp_path / "out.jsonl") == expected
+
+
+def test_row_items_left_out_of_the_fallback_conversation_are_reported(tmp_path):
+    """Found by the long fuzzer once content that is not text was no longer a known loss."""
+    params = {"input": [{"type": "message", "role": "user", "content": 5}, {"role": "user", "content": "hi"}]}
+    path = _rows(tmp_path, {**ROW, "responses_create_params": params})
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    message = (
+        "rollout 3-0: 1 item(s) of the row's request input and response output are not conversation items; "
+        "left out of its conversation"
+    )
+    assert _of(result, "rollout_item_invalid") == [("warning", 1, None, message)]
+    [record] = _records(tmp_path / "out.jsonl")
+    assert [i["content"] for i in record["invocations"][0]["conversation"]] == ["hi"]

@@ -374,6 +374,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
                 line=slot.line or None,
             )
         )
+    _report_dropped_items(slot, record, sink)
     if row is not None and any(gap.code == "agent_observations_invalid" for gap in record.gaps):
         for finding in recorded_bundle_problems(row.get("ng_agent_observations")):
             sink.add(finding.at(slot.path or "", slot.line or None))
@@ -396,6 +397,20 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
             attachments["ng_perf"] = orjson.dumps(perf)
         built.attached = row_json(attached, attachments) + b"\n"
     return built
+
+
+def _report_dropped_items(slot: Slot, record: TrajectoryRecord, sink: DiagnosticSink) -> None:
+    """Report the items of the row's request input and response output that the fallback invocation
+    left out as no conversation items (gap ``conversation_from_rollout_record``, detail
+    ``dropped_items=<n>``): ``rollout_item_invalid``, a warning on the row."""
+    for gap in record.gaps:
+        if gap.code == "conversation_from_rollout_record" and (gap.detail or "").startswith("dropped_items="):
+            count = gap.detail.removeprefix("dropped_items=")
+            message = (
+                f"rollout {slot.identity.rollout_id}: {count} item(s) of the row's request input and response "
+                "output are not conversation items; left out of its conversation"
+            )
+            sink.add(Diagnostic("warning", "rollout_item_invalid", message, path=slot.path, line=slot.line or None))
 
 
 def _first_error(exc: Exception) -> str:
