@@ -254,8 +254,9 @@ PI_V3 = FIXTURES / "pi" / "same_v3.jsonl"
         (5, "content block 0 is not an object (int); passed over"),
         ({"type": "text", "text": ["x"]}, "content block 0: text is not text (['x']); passed over"),
         ({"type": 3, "text": "x"}, "content block 0 has a type that is not text (3); passed over"),
+        ({"type": "text", "text": None}, "content block 0: text is not text (None); passed over"),
     ],
-    ids=["not_object", "text_not_text", "type_not_text"],
+    ids=["not_object", "text_not_text", "type_not_text", "text_null"],
 )
 def test_a_pi_content_block_that_is_not_read_is_reported(tmp_path, block, why):
     lines = PI_V3.read_bytes().splitlines()
@@ -330,3 +331,26 @@ def test_row_items_left_out_of_the_fallback_conversation_are_reported(tmp_path):
     assert _of(result, "rollout_item_invalid") == [("warning", 1, None, message)]
     [record] = _records(tmp_path / "out.jsonl")
     assert [i["content"] for i in record["invocations"][0]["conversation"]] == ["hi"]
+
+
+def test_a_state_db_parent_session_id_that_is_not_text_is_a_session_without_a_parent(tmp_path):
+    """Found by the long fuzzer: a byte flipped in a state.db left a value that is not text in
+    parent_session_id (SQLite keeps any type in any column); its tree failed
+    to load (native_load_failed, a gap detail that is not text) and every session in it was left out."""
+    import json
+
+    from conftest import build_db
+
+    export = json.loads((FIXTURES / "hermes" / "db_v6_lineage" / "input" / "state.db.json").read_text())
+    export["ddl"]["sessions"] = export["ddl"]["sessions"].replace("parent_session_id TEXT,", "parent_session_id,")
+    child = next(row for row in export["sessions"] if row["id"] == "20260325_090010_child1")
+    child["parent_session_id"] = 1785585600  # kept as a number: the column has no type here
+    db = build_db(export, tmp_path / "state.db")
+    result = run_json("build", db, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in result.summary["diagnostics"]["by_code"]
+    message = (
+        "session 20260325_090010_child1: parent_session_id is not text (1785585600); read as a session without a parent"
+    )
+    assert _of(result, "hermes_column_invalid") == [("warning", None, None, message)]
+    assert "20260325_090010_child1" in {r["rollout_id"] for r in _records(tmp_path / "out.jsonl")}

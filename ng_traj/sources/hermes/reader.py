@@ -141,6 +141,12 @@ def _index_db(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
         catalogue.add(session, str(path))
         if isinstance(row.get("parent_session_id"), str) and row["parent_session_id"]:
             catalogue.parents[session] = row["parent_session_id"]
+        elif row.get("parent_session_id") is not None and not isinstance(row["parent_session_id"], str):
+            message = (
+                f"session {session}: parent_session_id is not text ({quoted(row['parent_session_id'])}); "
+                "read as a session without a parent"
+            )
+            sink.add(Diagnostic("warning", "hermes_column_invalid", message, path=str(path)))
 
 
 def _index_json(path: Path, catalogue: _Catalogue, stores: list[Path], sink: DiagnosticSink) -> None:
