@@ -354,3 +354,38 @@ def test_a_state_db_parent_session_id_that_is_not_text_is_a_session_without_a_pa
     )
     assert _of(result, "hermes_column_invalid") == [("warning", None, None, message)]
     assert "20260325_090010_child1" in {r["rollout_id"] for r in _records(tmp_path / "out.jsonl")}
+
+
+def test_attach_keeps_a_captured_tool_call_whose_arguments_nest_deeper_than_pydantic_writes(tmp_path):
+    """Found by the long fuzzer: ``--attach`` wrote a captured call's ``tool_calls`` through pydantic,
+    whose dump stops at about 255 levels; a call whose ``arguments`` nest 1,000 deep stopped the build
+    with an internal error (exit 2, no output)."""
+    import shutil
+
+    source = FIXTURES / "hermes" / "rollout_capture_db" / "input"
+    import json
+
+    from conftest import build_db
+    from ng_traj.contract.capture import PAYLOAD_KEYS, ModelCallRecord
+
+    shutil.copytree(source, tmp_path / "in")
+    export = tmp_path / "in" / "0-0" / "state.db.json"
+    build_db(json.loads(export.read_text()), export.with_suffix(""))
+    export.unlink()
+    capture = tmp_path / "in" / "capture" / "0-0.capture.jsonl"
+    lines = capture.read_bytes().splitlines()
+    call = orjson.loads(lines[0])
+    call["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = "@@"
+    deep = '{"a":' * 1000 + "1" + "}" * 1000
+    lines[0] = orjson.dumps(call).replace(b'"@@"', deep.encode())
+    capture.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", *sorted((tmp_path / "in").iterdir()), "-o", out, "--attach")
+    assert result.exit_code == 0, result.stderr
+    [row] = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    [first, *_] = row["ng_model_call_capture"]["calls"]
+    value = first["tool_calls"][0]["arguments"]
+    for _ in range(1000):  # walked, not compared: == recurses once per level
+        value = value["a"]
+    assert value == 1
+    assert list(first) == [key for key in ModelCallRecord.model_fields if key not in PAYLOAD_KEYS]

@@ -32,7 +32,7 @@ from ng_traj.assemble.rollout import (
 )
 from ng_traj.checks import recorded_bundle_problems
 from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
-from ng_traj.contract.capture import PAYLOAD_KEYS
+from ng_traj.contract.capture import PAYLOAD_KEYS, ModelCallRecord
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
@@ -461,11 +461,27 @@ def capture_attachment(rollout_id: str, capture: CaptureState) -> dict[str, Any]
     attachment: dict[str, Any] = {
         "rollout_id": rollout_id,
         "metrics": aggregate(capture),
-        "calls": [record.model_dump(mode="json", exclude=set(PAYLOAD_KEYS)) for record in capture.records],
+        "calls": [_attached_call(record) for record in capture.records],
     }
     if capture.gaps:
         attachment["gaps"] = capture.gaps
     return attachment
+
+
+_CALL_KEYS = tuple(ModelCallRecord.model_fields)
+"""A captured call's keys in the order pydantic writes them."""
+
+
+def _attached_call(record: ModelCallRecord) -> dict[str, Any]:
+    """One captured call without its payloads, keys in field order. Its ``tool_calls`` are JSON values
+    as read and are kept as they are: pydantic's dump stops at about 255 levels, and a tool call's
+    ``arguments`` may be a value nested up to the 1,024 levels a line holds."""
+    dumped = record.model_dump(mode="json", exclude={*PAYLOAD_KEYS, "tool_calls"})
+    return {
+        key: record.tool_calls if key == "tool_calls" else dumped[key]
+        for key in _CALL_KEYS
+        if key in dumped or key == "tool_calls"
+    }
 
 
 def aggregate(capture: CaptureState) -> dict[str, Any]:
