@@ -565,11 +565,6 @@ def explains(diagnostic: dict, mutated: Path, lines: tuple[int, ...]) -> bool:
 
 
 KNOWN: dict[str, tuple[str, Callable[[str, Mutation], bool]]] = {
-    "snapshot_session_id": (
-        "a Hermes session snapshot whose session_id is not text is no reader's file: in a folder that is an "
-        "info (input_unclaimed), and the session is missing",
-        lambda operator, m: operator in ("type_swap", "deep_nesting", "huge_value") and m.value_path == ("session_id",),
-    ),
     "leaf_moved": (
         "pi and OpenClaw take a transcript's last line as the leaf of its entry tree: swapping the last line "
         "with an earlier one makes another entry the leaf, and what lay after it is off the active path",

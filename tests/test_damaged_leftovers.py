@@ -254,8 +254,9 @@ PI_V3 = FIXTURES / "pi" / "same_v3.jsonl"
         (5, "content block 0 is not an object (int); passed over"),
         ({"type": "text", "text": ["x"]}, "content block 0: text is not text (['x']); passed over"),
         ({"type": 3, "text": "x"}, "content block 0 has a type that is not text (3); passed over"),
+        ({"type": "text", "text": None}, "content block 0: text is not text (None); passed over"),
     ],
-    ids=["not_object", "text_not_text", "type_not_text"],
+    ids=["not_object", "text_not_text", "type_not_text", "text_null"],
 )
 def test_a_pi_content_block_that_is_not_read_is_reported(tmp_path, block, why):
     lines = PI_V3.read_bytes().splitlines()
@@ -280,3 +281,92 @@ def test_rollout_ids_whose_digit_runs_fall_differently_sort_without_an_internal_
     )
     records = build_valid(tmp_path, path)
     assert [r["rollout_id"] for r in records] == ["0-", "0-1"]
+
+
+@pytest.mark.parametrize("damaged", [7, ["x"], None], ids=["number", "list", "null"])
+def test_a_hermes_snapshot_whose_session_id_is_not_text_is_named_after_its_file(tmp_path, damaged):
+    (tmp_path / "plain").mkdir()
+    expected = build_valid(tmp_path / "plain", SNAPSHOT)
+    value = orjson.loads(SNAPSHOT.read_bytes())
+    value["session_id"] = damaged
+    path = tmp_path / "sessions" / SNAPSHOT.name
+    path.parent.mkdir()
+    path.write_bytes(orjson.dumps(value, option=orjson.OPT_INDENT_2))
+    result = run_json("build", tmp_path / "sessions", "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    why = f"session_id is not text ({damaged!r}); the session is named after its file"
+    assert _of(result, "hermes_session_id_invalid") == [("warning", None, "session_id", why)]
+    assert _records(tmp_path / "out.jsonl") == expected
+
+
+def test_row_items_left_out_of_the_fallback_conversation_are_reported(tmp_path):
+    """Found by the long fuzzer once content that is not text was no longer a known loss."""
+    params = {"input": [{"type": "message", "role": "user", "content": 5}, {"role": "user", "content": "hi"}]}
+    path = _rows(tmp_path, {**ROW, "responses_create_params": params})
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    message = (
+        "rollout 3-0: 1 item(s) of the row's request input and response output are not conversation items; "
+        "left out of its conversation"
+    )
+    assert _of(result, "rollout_item_invalid") == [("warning", 1, None, message)]
+    [record] = _records(tmp_path / "out.jsonl")
+    assert [i["content"] for i in record["invocations"][0]["conversation"]] == ["hi"]
+
+
+def test_a_state_db_parent_session_id_that_is_not_text_is_a_session_without_a_parent(tmp_path):
+    """Found by the long fuzzer: a byte flipped in a state.db left a value that is not text in
+    parent_session_id (SQLite keeps any type in any column); its tree failed
+    to load (native_load_failed, a gap detail that is not text) and every session in it was left out."""
+    import json
+
+    from conftest import build_db
+
+    export = json.loads((FIXTURES / "hermes" / "db_v6_lineage" / "input" / "state.db.json").read_text())
+    export["ddl"]["sessions"] = export["ddl"]["sessions"].replace("parent_session_id TEXT,", "parent_session_id,")
+    child = next(row for row in export["sessions"] if row["id"] == "20260325_090010_child1")
+    child["parent_session_id"] = 1785585600  # kept as a number: the column has no type here
+    db = build_db(export, tmp_path / "state.db")
+    result = run_json("build", db, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "native_load_failed" not in result.summary["diagnostics"]["by_code"]
+    message = (
+        "session 20260325_090010_child1: parent_session_id is not text (1785585600); read as a session without a parent"
+    )
+    assert _of(result, "hermes_column_invalid") == [("warning", None, None, message)]
+    assert "20260325_090010_child1" in {r["rollout_id"] for r in _records(tmp_path / "out.jsonl")}
+
+
+def test_attach_keeps_a_captured_tool_call_whose_arguments_nest_deeper_than_pydantic_writes(tmp_path):
+    """Found by the long fuzzer: ``--attach`` wrote a captured call's ``tool_calls`` through pydantic,
+    whose dump stops at about 255 levels; a call whose ``arguments`` nest 1,000 deep stopped the build
+    with an internal error (exit 2, no output)."""
+    import shutil
+
+    source = FIXTURES / "hermes" / "rollout_capture_db" / "input"
+    import json
+
+    from conftest import build_db
+    from ng_traj.contract.capture import PAYLOAD_KEYS, ModelCallRecord
+
+    shutil.copytree(source, tmp_path / "in")
+    export = tmp_path / "in" / "0-0" / "state.db.json"
+    build_db(json.loads(export.read_text()), export.with_suffix(""))
+    export.unlink()
+    capture = tmp_path / "in" / "capture" / "0-0.capture.jsonl"
+    lines = capture.read_bytes().splitlines()
+    call = orjson.loads(lines[0])
+    call["response"]["choices"][0]["message"]["tool_calls"][0]["function"]["arguments"] = "@@"
+    deep = '{"a":' * 1000 + "1" + "}" * 1000
+    lines[0] = orjson.dumps(call).replace(b'"@@"', deep.encode())
+    capture.write_bytes(b"\n".join(lines) + b"\n")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", *sorted((tmp_path / "in").iterdir()), "-o", out, "--attach")
+    assert result.exit_code == 0, result.stderr
+    [row] = [orjson.loads(line) for line in out.read_bytes().splitlines()]
+    [first, *_] = row["ng_model_call_capture"]["calls"]
+    value = first["tool_calls"][0]["arguments"]
+    for _ in range(1000):  # walked, not compared: == recurses once per level
+        value = value["a"]
+    assert value == 1
+    assert list(first) == [key for key in ModelCallRecord.model_fields if key not in PAYLOAD_KEYS]

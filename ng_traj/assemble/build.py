@@ -32,7 +32,7 @@ from ng_traj.assemble.rollout import (
 )
 from ng_traj.checks import recorded_bundle_problems
 from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryRecord
-from ng_traj.contract.capture import PAYLOAD_KEYS
+from ng_traj.contract.capture import PAYLOAD_KEYS, ModelCallRecord
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
@@ -382,6 +382,7 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
                 line=slot.line or None,
             )
         )
+    _report_dropped_items(slot, record, sink)
     if row is not None and any(gap.code == "agent_observations_invalid" for gap in record.gaps):
         for finding in recorded_bundle_problems(row.get("ng_agent_observations")):
             sink.add(finding.at(slot.path or "", slot.line or None))
@@ -404,6 +405,20 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
             attachments["ng_perf"] = orjson.dumps(perf)
         built.attached = row_json(attached, attachments) + b"\n"
     return built
+
+
+def _report_dropped_items(slot: Slot, record: TrajectoryRecord, sink: DiagnosticSink) -> None:
+    """Report the items of the row's request input and response output that the fallback invocation
+    left out as no conversation items (gap ``conversation_from_rollout_record``, detail
+    ``dropped_items=<n>``): ``rollout_item_invalid``, a warning on the row."""
+    for gap in record.gaps:
+        if gap.code == "conversation_from_rollout_record" and (gap.detail or "").startswith("dropped_items="):
+            count = gap.detail.removeprefix("dropped_items=")
+            message = (
+                f"rollout {slot.identity.rollout_id}: {count} item(s) of the row's request input and response "
+                "output are not conversation items; left out of its conversation"
+            )
+            sink.add(Diagnostic("warning", "rollout_item_invalid", message, path=slot.path, line=slot.line or None))
 
 
 def _first_error(exc: Exception) -> str:
@@ -454,11 +469,27 @@ def capture_attachment(rollout_id: str, capture: CaptureState) -> dict[str, Any]
     attachment: dict[str, Any] = {
         "rollout_id": rollout_id,
         "metrics": aggregate(capture),
-        "calls": [record.model_dump(mode="json", exclude=set(PAYLOAD_KEYS)) for record in capture.records],
+        "calls": [_attached_call(record) for record in capture.records],
     }
     if capture.gaps:
         attachment["gaps"] = capture.gaps
     return attachment
+
+
+_CALL_KEYS = tuple(ModelCallRecord.model_fields)
+"""A captured call's keys in the order pydantic writes them."""
+
+
+def _attached_call(record: ModelCallRecord) -> dict[str, Any]:
+    """One captured call without its payloads, keys in field order. Its ``tool_calls`` are JSON values
+    as read and are kept as they are: pydantic's dump stops at about 255 levels, and a tool call's
+    ``arguments`` may be a value nested up to the 1,024 levels a line holds."""
+    dumped = record.model_dump(mode="json", exclude={*PAYLOAD_KEYS, "tool_calls"})
+    return {
+        key: record.tool_calls if key == "tool_calls" else dumped[key]
+        for key in _CALL_KEYS
+        if key in dumped or key == "tool_calls"
+    }
 
 
 def aggregate(capture: CaptureState) -> dict[str, Any]:

@@ -200,7 +200,14 @@ def read_sessions(path: Path, catalogue: Catalogue, session_ids: Iterable[str]) 
     """
     ids = sorted(set(session_ids))
     query = f"SELECT {_select(catalogue.session_columns)} FROM sessions WHERE id IN ({', '.join('?' * len(ids))})"
-    return {row["id"]: row for row in _query(path, query, ids)} if ids else {}
+    return {row["id"]: _text_parent(row) for row in _query(path, query, ids)} if ids else {}
+
+
+def _text_parent(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with a ``parent_session_id`` that is not text read as none: SQLite keeps any type in
+    any column, so a damaged file can hold a number there (reported when the file is indexed)."""
+    parent = row.get("parent_session_id")
+    return row if parent is None or isinstance(parent, str) else {**row, "parent_session_id": None}
 
 
 def read_messages(path: Path, catalogue: Catalogue, session_ids: Iterable[str]) -> dict[str, list[dict[str, Any]]]:

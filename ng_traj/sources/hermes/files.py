@@ -104,6 +104,20 @@ def is_snapshot(value: Any) -> bool:
     )
 
 
+def snapshot_session(path: Path, value: Any) -> str | None:
+    """The session a snapshot holds: its ``session_id``; for a ``session_<id>.json`` file whose
+    ``session_id`` is not text (a damaged value) but which is otherwise a snapshot, the ``<id>`` of
+    its name (Hermes names the file after the session); else ``None`` (not a snapshot)."""
+    if is_snapshot(value):
+        return value["session_id"]
+    name = path.name
+    if not (name.startswith("session_") and name.endswith(".json") and len(name) > len("session_.json")):
+        return None
+    if not isinstance(value, dict) or not is_snapshot({**value, "session_id": ""}):
+        return None
+    return name[len("session_") : -len(".json")]
+
+
 def is_request_dump(value: Any) -> bool:
     """True for a ``request_dump_<session>_<time>.json`` (a failed API request Hermes dumped)."""
     return isinstance(value, dict) and "session_id" in value and isinstance(value.get("request"), dict)

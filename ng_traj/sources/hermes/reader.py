@@ -42,6 +42,7 @@ from ng_traj.sources.hermes.files import (
     session_totals,
     snapshot_local_times,
     snapshot_messages,
+    snapshot_session,
     utc_seconds,
 )
 from ng_traj.sources.hermes.sessions import SOURCE, Tree, build_tree
@@ -79,7 +80,7 @@ def sniff(sniffed: Sniffed) -> Claim | None:
     if kind == "other":
         return Claim("unsupported", "SQLite database that is not a Hermes state.db (not read)")
     if path.suffix == ".json":
-        if is_snapshot(first):
+        if snapshot_session(path, first) is not None:
             return Claim(NAME, "Hermes session snapshot")
         if is_store(first):
             return Claim(NAME, "Hermes gateway session store")
@@ -140,12 +141,21 @@ def _index_db(path: Path, catalogue: _Catalogue, sink: DiagnosticSink) -> None:
         catalogue.add(session, str(path))
         if isinstance(row.get("parent_session_id"), str) and row["parent_session_id"]:
             catalogue.parents[session] = row["parent_session_id"]
+        elif row.get("parent_session_id") is not None and not isinstance(row["parent_session_id"], str):
+            message = (
+                f"session {session}: parent_session_id is not text ({quoted(row['parent_session_id'])}); "
+                "read as a session without a parent"
+            )
+            sink.add(Diagnostic("warning", "hermes_column_invalid", message, path=str(path)))
 
 
 def _index_json(path: Path, catalogue: _Catalogue, stores: list[Path], sink: DiagnosticSink) -> None:
     value = read_json_file(path, sink)
-    if is_snapshot(value):
-        catalogue.add(value["session_id"], str(path))
+    if (session := snapshot_session(path, value)) is not None:
+        if not is_snapshot(value):
+            why = f"session_id is not text ({quoted(value.get('session_id'))}); the session is named after its file"
+            sink.add(Diagnostic("warning", "hermes_session_id_invalid", why, path=str(path), pointer="session_id"))
+        catalogue.add(session, str(path))
     elif is_store(value):
         stores.append(path)
 
@@ -335,8 +345,9 @@ def _file_forms(unit: NativeUnit, tree: Tree, totals: list[dict[str, int]], sink
         path = Path(name)
         if path.suffix == ".json":
             value = read_json_file(path, sink)
-            if is_snapshot(value) and value["session_id"] in tree.forms:
-                tree.forms[value["session_id"]].append(_snapshot_form(path, value, sink))
+            session = snapshot_session(path, value)
+            if session is not None and session in tree.forms:
+                tree.forms[session].append(_snapshot_form(path, {**value, "session_id": session}, sink))
             elif is_store(value):
                 entries = [e for e in value.values() if _store_session(e) in tree.forms]
                 totals.extend(session_totals(e, exclusive=False) for e in entries if _store_session(e) not in tree.rows)

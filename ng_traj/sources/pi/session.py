@@ -193,12 +193,13 @@ def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
 
 
 _BLOCK_TEXT = {"text": "text", "thinking": "thinking"}
-"""Content block types whose text is read, and the key that holds it."""
+"""Content block types whose text is read, and the key that holds it (a ``text`` block's is required)."""
 
 
 def _block_problem(content: Any) -> str | None:
     """Why a block of a message's content list is passed over: it is not an object, its ``type`` is not
-    text, or a ``text`` / ``thinking`` block's text is not text; ``None`` when every block is read."""
+    text, a ``text`` block's text is not text (``null`` included), or a ``thinking`` block's thinking
+    is there but not text; ``None`` when every block is read."""
     for position, block in enumerate(content if isinstance(content, list) else []):
         if not isinstance(block, dict):
             return f"content block {position} is not an object ({type(block).__name__}); passed over"
@@ -206,8 +207,8 @@ def _block_problem(content: Any) -> str | None:
         if not isinstance(kind, str):
             return f"content block {position} has a type that is not text ({quoted(kind)}); passed over"
         key = _BLOCK_TEXT.get(kind)
-        if key is not None and block.get(key) is not None and not isinstance(block[key], str):
-            return f"content block {position}: {key} is not text ({quoted(block[key])}); passed over"
+        if key is not None and not isinstance(block.get(key), str) and (kind == "text" or block.get(key) is not None):
+            return f"content block {position}: {key} is not text ({quoted(block.get(key))}); passed over"
     return None
 
 
