@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, RELEASE_HELP, guarded
+from ng_traj.cli.common import DEBUG_HELP, RELEASE_HELP, RedactKeyOption, RedactOption, RedactPatternOption, guarded
 from ng_traj.cli.output import (
     QUIET_HELP,
     VERBOSE_HELP,
@@ -63,22 +63,9 @@ def command(
     no_payloads: Annotated[
         bool, typer.Option("--no-payloads", help="Leave model-call request and response payloads out.")
     ] = False,
-    redact: Annotated[
-        bool, typer.Option("--redact", help="Mask secrets (exact key names, credential patterns) in the output.")
-    ] = False,
-    redact_key: Annotated[
-        list[str] | None, typer.Option("--redact-key", help="Another exact key name to mask (repeatable).")
-    ] = None,
-    redact_pattern: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--redact-pattern",
-            metavar="REGEX",
-            help="Another secret shape to mask in text, a Python regular expression; with a group named "
-            "'secret', only that group is masked (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    redact: RedactOption = False,
+    redact_key: RedactKeyOption = None,
+    redact_pattern: RedactPatternOption = None,
     output_format: Annotated[str, output_format_option()] = "text",
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
     verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,

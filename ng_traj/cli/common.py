@@ -20,7 +20,7 @@ import sys
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -39,6 +39,28 @@ RELEASE_HELP = (
     "The NeMo Gym release whose trajectory models the JSON output must satisfy: 0.7 (nemo-gym 0.7.0 and "
     "later) or pre-0.7 (earlier releases: the same records without the fields 0.7.0 added)."
 )
+
+
+RedactOption = Annotated[
+    bool, typer.Option("--redact", help="Mask secrets (exact key names, credential patterns) in the output.")
+]
+RedactKeyOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--redact-key", metavar="KEY", help="Another exact key name to mask (repeatable).", show_default=False
+    ),
+]
+RedactPatternOption = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--redact-pattern",
+        metavar="REGEX",
+        help="Another secret shape to mask in text, a Python regular expression; with a group named "
+        "'secret', only that group is masked (repeatable).",
+        show_default=False,
+    ),
+]
+"""The ``--redact`` options of every command that writes trajectory content (``redact.py``)."""
 
 
 def stderr_console() -> Console:

@@ -7,7 +7,15 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
+from ng_traj.cli.common import (
+    DEBUG_HELP,
+    EXIT_DATA,
+    EXIT_OK,
+    RedactKeyOption,
+    RedactOption,
+    RedactPatternOption,
+    guarded,
+)
 from ng_traj.cli.output import QUIET_HELP, VERBOSE_HELP, Reporter, choose_format, output_format_option, verbosity
 from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT
@@ -55,22 +63,9 @@ def command(
     session_id: Annotated[
         str | None, typer.Option("--session-id", help="atif: the session_id to write (default: the run's label).")
     ] = None,
-    redact: Annotated[
-        bool, typer.Option("--redact", help="Mask secrets (exact key names, credential patterns) in the output.")
-    ] = False,
-    redact_key: Annotated[
-        list[str] | None, typer.Option("--redact-key", help="Another exact key name to mask (repeatable).")
-    ] = None,
-    redact_pattern: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--redact-pattern",
-            metavar="REGEX",
-            help="Another secret shape to mask in text, a Python regular expression; with a group named "
-            "'secret', only that group is masked (repeatable).",
-            show_default=False,
-        ),
-    ] = None,
+    redact: RedactOption = False,
+    redact_key: RedactKeyOption = None,
+    redact_pattern: RedactPatternOption = None,
     max_line_bytes: Annotated[
         int, typer.Option(help="Skip (and report) JSONL lines longer than this many bytes.", min=1)
     ] = DEFAULT_MAX_LINE_BYTES,
