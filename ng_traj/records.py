@@ -22,6 +22,7 @@ Records are streamed one at a time.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,7 +37,7 @@ from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.sources.detect import walk
-from ng_traj.writers.dataset_paths import is_dataset
+from ng_traj.writers.dataset_paths import is_dataset, refuse_parquet_file, table_folder_of
 from ng_traj.writers.jsonl import record_json
 
 Kind = Literal["trajectories", "rows", "dataset"]
@@ -180,16 +181,41 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
     folder walked in sorted order (hidden entries skipped, datasets inside it kept whole).
 
     Raises:
-        RunError: A named path does not exist.
+        RunError: A named path does not exist, or is a Parquet file or a table folder of a dataset
+            (only a dataset folder is read as Parquet).
     """
     found: dict[Path, None] = {}
     for named in paths:
         if not named.exists():
             raise RunError(f"{named}: no such file or directory")
+        refuse_parquet_file(named)
+        dataset = table_folder_of(named)
+        if dataset is not None:
+            raise RunError(f"{named} is a table folder of a Parquet dataset: name the dataset folder {dataset}")
         for file in [named] if is_dataset(named) else walk(named):
             owner = next((p for p in file.parents if p.is_relative_to(named) and is_dataset(p)), None)
             found.setdefault(owner or file)
     return list(found)
+
+
+def refuse_input_as_output(inputs: Iterable[Path], *outputs: Path) -> None:
+    """Stop before anything is written when an output would replace or remove an input: an output
+    that is one of the input files (by any path), or a folder that holds one.
+
+    Raises:
+        RunError: As above, naming the input; or a named input does not exist.
+    """
+    targets = {Path(os.path.realpath(output)): output for output in outputs}
+    for file in input_files(inputs):
+        real = Path(os.path.realpath(file))
+        for target, output in targets.items():
+            if real == target:
+                raise RunError(f"output {output} is one of the inputs; writing would replace it: name another output")
+            if target in real.parents:
+                raise RunError(
+                    f"output {output} is a folder holding the input {file}; writing would remove it: "
+                    "name another output"
+                )
 
 
 def read_inputs(

@@ -19,7 +19,6 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -186,33 +185,6 @@ class Unreported:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
-
-
-PARQUET_MAGIC = b"PAR1"
-"""The first (and last) four bytes of every Parquet file."""
-
-
-def refuse_parquet_file(path: Path) -> None:
-    """Stop with a usage error when ``path`` is a Parquet file, which would read as garbled JSONL.
-
-    Raises:
-        RunError: The regular file ``path`` starts with the Parquet magic bytes.
-    """
-    if not path.is_file():
-        return
-    try:
-        with open(path, "rb") as handle:
-            magic = handle.read(len(PARQUET_MAGIC))
-    except OSError:
-        return
-    if magic != PARQUET_MAGIC:
-        return
-    from ng_traj.writers.dataset_paths import dataset_of_table_file
-
-    dataset = dataset_of_table_file(path)
-    if dataset is not None:
-        raise RunError(f"{path} is a Parquet table file of a dataset, not JSONL: name the dataset folder {dataset}")
-    raise RunError(f"{path} is a Parquet file, not JSONL: ng-traj reads Parquet only as a dataset folder it wrote")
 
 
 def gym_release(requested: str, chosen_format: str) -> Release:

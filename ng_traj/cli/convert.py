@@ -15,7 +15,6 @@ from ng_traj.cli.common import (
     RELEASE_HELP,
     guarded,
     gym_release,
-    refuse_parquet_file,
 )
 from ng_traj.cli.output import (
     QUIET_HELP,
@@ -28,6 +27,7 @@ from ng_traj.cli.output import (
 from ng_traj.diagnostics import DiagnosticSink, RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+from ng_traj.writers.dataset_paths import refuse_parquet_file
 
 if TYPE_CHECKING:
     from ng_traj.contract.revisions import Release

@@ -150,10 +150,11 @@ def _run(
     failed = sink.errors or result.count("refused") or result.count("not_written") or not result.written
     code = EXIT_DATA if failed else EXIT_LOST if lost else EXIT_OK
     report = report_path(output)
+    written = f"-> {output}; report {report}" if result.written else f"nothing written: {output} was left as it was"
     line = (
-        f"exported {result.written} of {len(result.outcomes)} rollouts as {format_}: {output} "
+        f"exported {result.written} of {len(result.outcomes)} rollouts as {format_} "
         f"({result.count('complete')} complete, {lost} lossy, {result.count('refused')} refused, "
-        f"{result.count('not_written')} not written); report {report}; "
+        f"{result.count('not_written')} not written){' ' if result.written else '; '}{written}; "
         f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
     )
     data = {

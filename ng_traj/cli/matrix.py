@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, refuse_parquet_file, stdout_errors
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stdout_errors
 from ng_traj.cli.output import (
     QUIET_HELP,
     VERBOSE_HELP,
@@ -20,6 +20,7 @@ from ng_traj.cli.output import (
 )
 from ng_traj.diagnostics import RunError, plural
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+from ng_traj.writers.dataset_paths import refuse_parquet_file
 
 FORMATS = ("table", "markdown", "json", "csv")
 GROUPINGS = ("agent", "producer")

@@ -88,7 +88,7 @@ def run(
     from ng_traj.matrix import tabulate
     from ng_traj.matrix_inputs import record_context
     from ng_traj.matrix_report import load_reference, report
-    from ng_traj.records import read_inputs
+    from ng_traj.records import read_inputs, refuse_input_as_output
     from ng_traj.redact import Redactor, compile_patterns
     from ng_traj.roles import parse_roles
     from ng_traj.views import html
@@ -99,6 +99,7 @@ def run(
     except ValueError as exc:
         raise RunError(str(exc)) from exc
     check_file_target(output)
+    refuse_input_as_output([*inputs, *compare], output)
     shown = redactor.value if redactor is not None else (lambda value: value)
     side, other = html.Collected(), html.Collected()
     with reporter.feedback() as feedback:

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import io
 import os
+import sys
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stdout_errors
 from ng_traj.cli.output import Reporter
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -74,13 +76,14 @@ def show(
     reporter = Reporter("show")
     reads = read_inputs([source], reporter.sink, max_line_bytes=max_line_bytes)
     console = Console(highlight=False, emoji=False)
-    if not console.is_terminal:
-        console = Console(highlight=False, emoji=False, width=160)
+    if not console.is_terminal:  # rendered whole, then written (a closed pipe is then one quiet 141)
+        console = Console(file=io.StringIO(), highlight=False, emoji=False, width=160)
     if rollout is None:
         entries = list(pick.listing(reads, run, agent))
         reporter.flush_infos()
         if not entries:
-            console.print("no rollouts" + (" for the --run/--agent given" if run or agent else ""), markup=False)
+            message = "no rollouts" + (" for the --run/--agent given" if run or agent else "")
+            _print(console, pager, lambda: console.print(message, markup=False))
             return EXIT_DATA
         _print(console, pager, lambda: console.print(terminal.rollout_list(entries)))
         return EXIT_OK
@@ -99,8 +102,15 @@ def show(
 
 
 def _print(console, pager: bool, body) -> None:
-    """Run ``body`` (which prints to ``console``) through the pager when on a terminal."""
-    if not (pager and console.is_terminal):
+    """Run ``body`` (which prints to ``console``) through the pager when on a terminal; else write
+    what it rendered to standard output in one piece."""
+    if not console.is_terminal:
+        body()
+        with stdout_errors():
+            sys.stdout.buffer.write(console.file.getvalue().encode())
+            sys.stdout.buffer.flush()
+        return
+    if not pager:
         body()
         return
     os.environ.setdefault("LESS", PAGER_LESS)

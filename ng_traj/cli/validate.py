@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, refuse_parquet_file
+from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
 from ng_traj.cli.output import (
     QUIET_HELP,
     VERBOSE_HELP,
@@ -21,6 +21,7 @@ from ng_traj.cli.output import (
 from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.compression import is_compressed
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
+from ng_traj.writers.dataset_paths import refuse_parquet_file
 
 
 @dataclass

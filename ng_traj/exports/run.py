@@ -9,11 +9,13 @@ Outputs (``-o OUT``):
   ``split``, a folder with one ``<rollout_id>.jsonl`` per rollout (named as above);
 * the completeness report, ``<OUT>.completeness.json`` beside the output.
 
-Every output replaces its target only when the export completes (``io.atomic``).
+Every output replaces its target only when the export completes and wrote at least one rollout
+(``io.atomic``); an output that is, or is a folder holding, one of the inputs is refused.
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -24,8 +26,8 @@ import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.exports.common import Completeness, Rollout, hex_id
-from ng_traj.io.atomic import atomic_directory, atomic_file
-from ng_traj.records import read_inputs
+from ng_traj.io.atomic import AbortWrite, atomic_directory, atomic_file
+from ng_traj.records import read_inputs, refuse_input_as_output
 
 Format = Literal["atif", "otlp"]
 REPORT_VERSION = "1"
@@ -197,12 +199,16 @@ def export(
             data = otlp.line_bytes(traces)
         return Outcome(rollout, "lossy" if report.lost else "complete", None, report), data
 
+    refuse_input_as_output(request.inputs, request.output, report_path(request.output))
     if request.format == "otlp" and not request.split:
-        with atomic_file(request.output) as handle:
+        with contextlib.suppress(AbortWrite), atomic_file(request.output) as handle:
             _to_file(request, sink, redact, on_rollout, one, handle, result)
+            if not result.written:
+                raise AbortWrite  # nothing exported: an earlier export at the output stays as it was
     else:
         suffix = ".json" if request.format == "atif" else ".jsonl"
-        with atomic_directory(request.output, check=lambda path: check_folder(path, suffix)) as folder:
+        check = lambda path: check_folder(path, suffix)  # noqa: E731
+        with contextlib.suppress(AbortWrite), atomic_directory(request.output, check=check) as folder:
             names = _Names(folder, suffix)
             for rollout in rollouts(request, sink, redact):
                 outcome, data = one(rollout)
@@ -211,11 +217,14 @@ def export(
                 result.outcomes.append(outcome)
                 if on_rollout:
                     on_rollout()
+            if not result.written:
+                raise AbortWrite
         for outcome in result.outcomes:
             if outcome.output is not None:
                 outcome.output = str(request.output / outcome.output)
-    with atomic_file(report_path(request.output)) as handle:
-        handle.write(report_bytes(request, result))
+    if result.written:
+        with atomic_file(report_path(request.output)) as handle:
+            handle.write(report_bytes(request, result))
     return result
 
 

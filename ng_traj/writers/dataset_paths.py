@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ng_traj.diagnostics import RunError
+
 MANIFEST = "ng_traj.json"
 """The manifest file at the top of a dataset folder."""
 TABLE_NAMES = (
@@ -48,3 +50,28 @@ OLD_LAYOUT = (
 def table_folder_of(path: Path) -> Path | None:
     """The dataset folder ``path`` is a table folder of, or ``None``."""
     return path.parent if path.name in TABLE_NAMES and is_dataset(path.parent) else None
+
+
+PARQUET_MAGIC = b"PAR1"
+"""The first (and last) four bytes of every Parquet file."""
+
+
+def refuse_parquet_file(path: Path) -> None:
+    """Stop with a usage error when ``path`` is a Parquet file, which would read as garbled JSONL.
+
+    Raises:
+        RunError: The regular file ``path`` starts with the Parquet magic bytes.
+    """
+    if not path.is_file():
+        return
+    try:
+        with open(path, "rb") as handle:
+            magic = handle.read(len(PARQUET_MAGIC))
+    except OSError:
+        return
+    if magic != PARQUET_MAGIC:
+        return
+    dataset = dataset_of_table_file(path)
+    if dataset is not None:
+        raise RunError(f"{path} is a Parquet table file of a dataset, not JSONL: name the dataset folder {dataset}")
+    raise RunError(f"{path} is a Parquet file, not JSONL: ng-traj reads Parquet only as a dataset folder it wrote")

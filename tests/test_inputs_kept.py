@@ -1,0 +1,75 @@
+"""Commands that read trajectories never replace or remove what they read, and a run that writes
+nothing leaves an earlier output as it was."""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+
+BUILT = FIXTURES / "build" / "retained_run" / "expected.jsonl"
+
+
+def _digest(path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [("export", "--format", "otlp"), ("export", "--format", "atif"), ("report",)],
+    ids=["export-otlp", "export-atif", "report"],
+)
+def test_an_input_named_as_the_output_is_refused(tmp_path, command):
+    source = tmp_path / "in.jsonl"
+    shutil.copy(BUILT, source)
+    before = _digest(source)
+    result = run_cli(*command, source, "-o", source)
+    assert result.exit_code == 2, result.stderr
+    if command[-1] != "atif":  # an ATIF export is a folder: a file there is refused as not one
+        assert f"output {source} is one of the inputs" in result.stderr
+    assert _digest(source) == before
+
+
+@pytest.mark.parametrize("format_", ["atif", "otlp"])
+def test_an_output_folder_holding_an_input_is_refused(tmp_path, format_):
+    folder = tmp_path / "out"
+    folder.mkdir()
+    source = folder / ("in.json" if format_ == "atif" else "in.jsonl")
+    shutil.copy(BUILT, source)
+    extra = ("--split",) if format_ == "otlp" else ()
+    result = run_cli("export", folder, "--format", format_, *extra, "-o", folder)
+    assert result.exit_code == 2, result.stderr
+    assert f"is a folder holding the input {source}" in result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == [source.name]
+    assert source.read_bytes() == BUILT.read_bytes()
+
+
+@pytest.mark.parametrize("format_", ["atif", "otlp"])
+def test_an_export_of_nothing_leaves_the_earlier_export(tmp_path, format_):
+    out = tmp_path / ("atif" if format_ == "atif" else "traces.jsonl")
+    # exit 1 for OTLP: three rollouts have no time, so no trace (the rest is written)
+    assert run_cli("export", BUILT, "--format", format_, "-o", out).exit_code in (0, 1, 3)
+    assert out.exists()
+    report = tmp_path / f"{out.name}.completeness.json"
+    kept = {p: p.read_bytes() for p in [*(out.iterdir() if out.is_dir() else [out]), report]}
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{not json\n")
+    result = run_cli("export", bad, "--format", format_, "-o", out)
+    assert result.exit_code == 1
+    assert f"nothing written: {out} was left as it was" in result.stderr
+    assert {p: p.read_bytes() for p in kept} == kept
+    assert sorted(out.iterdir() if out.is_dir() else [out]) == sorted(p for p in kept if p != report)
+
+
+@pytest.mark.parametrize("command", [("show",), ("report", "-o", "r.html"), ("export", "-f", "atif", "-o", "x")])
+def test_a_table_folder_or_file_of_a_dataset_names_the_dataset(tmp_path, command, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    dataset = tmp_path / "d.parquet"
+    assert run_cli("convert", BUILT, "-o", dataset).exit_code == 0
+    for named in (dataset / "trajectories", dataset / "trajectories" / "part-00000.parquet"):
+        result = run_cli(command[0], named, *command[1:])
+        assert result.exit_code == 2, result.stderr
+        assert f"name the dataset folder {dataset}" in result.stderr
