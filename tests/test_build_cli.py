@@ -669,3 +669,22 @@ def test_a_format_the_output_name_contradicts_is_refused(tmp_path, output, chose
     assert list(tmp_path.iterdir()) == []
     agreeing = run_cli("build", RETAINED, "-o", tmp_path / "y.parquet", "--format", "parquet", "-q")
     assert agreeing.exit_code == 0 and (tmp_path / "y.parquet").is_dir()
+
+
+def test_a_row_longer_than_64_mib_is_recognised_and_built(tmp_path):
+    """A file is told apart by its first line read whole (before, by its first 64 MiB: a valid row of
+    70 MB was called "no line is JSON")."""
+    row = {
+        "responses_create_params": {"input": [{"role": "user", "content": "x" * (70 << 20)}]},
+        "response": {"output": []},
+        "reward": 1.0,
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+    }
+    source = tmp_path / "rows.jsonl"
+    source.write_bytes(orjson.dumps(row) + b"\n")
+    result = run_cli("build", source, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "built 1 trajectory" in result.stderr
+    (record,) = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    assert record["rollout_id"] == "0-0"

@@ -9,9 +9,11 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.io.compression import CompressedStreamError, logical_path, open_input
-from ng_traj.io.lines import BOM, decode_line
+from ng_traj.io.lines import BOM, DEFAULT_MAX_LINE_BYTES, decode_line
 
-SNIFF_LINE_BYTES = 64 << 20
+SNIFF_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
+"""A line is read whole to tell what a file is (up to the longest line a build reads: a valid row of
+hundreds of megabytes is still a row); only the first JSON line of a file is kept."""
 SNIFF_JSON_BYTES = 64 << 20
 
 
