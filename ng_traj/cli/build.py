@@ -8,10 +8,18 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, RELEASE_HELP, RedactKeyOption, RedactOption, RedactPatternOption, guarded
+from ng_traj.cli.common import (
+    RELEASE_HELP,
+    DebugOption,
+    MaxLineBytesOption,
+    RedactKeyOption,
+    RedactOption,
+    RedactPatternOption,
+    guarded,
+)
 from ng_traj.cli.output import (
-    QUIET_HELP,
-    VERBOSE_HELP,
+    QuietOption,
+    VerboseOption,
     choose_format,
     json_alias_option,
     output_format_option,
@@ -67,12 +75,10 @@ def command(
     redact_key: RedactKeyOption = None,
     redact_pattern: RedactPatternOption = None,
     output_format: Annotated[str, output_format_option()] = "text",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     json_output: Annotated[bool, json_alias_option()] = False,
-    max_line_bytes: Annotated[
-        int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
-    ] = DEFAULT_MAX_LINE_BYTES,
+    max_line_bytes: MaxLineBytesOption = DEFAULT_MAX_LINE_BYTES,
     jobs: Annotated[
         int | None,
         typer.Option(
@@ -103,7 +109,7 @@ def command(
         ),
     ] = None,
     gym_release: Annotated[str, typer.Option("--gym-release", help=RELEASE_HELP)] = "0.7",
-    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    debug: DebugOption = False,
 ) -> None:
     """Assemble trajectories from retained artifacts: rollout rows, model-call capture stores and the
     harnesses' own session files (pi, OpenClaw, Hermes, Claude Code, Codex, OpenCode).

@@ -9,17 +9,18 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from ng_traj.cli.common import (
-    DEBUG_HELP,
     EXIT_DATA,
     EXIT_OK,
     RELEASE_HELP,
+    DebugOption,
+    MaxLineBytesOption,
     guarded,
     gym_release,
 )
 from ng_traj.cli.output import (
-    QUIET_HELP,
-    VERBOSE_HELP,
+    QuietOption,
     Reporter,
+    VerboseOption,
     choose_format,
     output_format_option,
     verbosity,
@@ -53,14 +54,12 @@ def command(
             show_default=False,
         ),
     ],
-    max_line_bytes: Annotated[
-        int, typer.Option(help="Skip (and report) JSONL lines longer than this many bytes.", min=1)
-    ] = DEFAULT_MAX_LINE_BYTES,
+    max_line_bytes: MaxLineBytesOption = DEFAULT_MAX_LINE_BYTES,
     output_format: Annotated[str, output_format_option()] = "text",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     gym_release_: Annotated[str, typer.Option("--gym-release", help=f"{RELEASE_HELP} Parquet -> JSONL only.")] = "0.7",
-    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    debug: DebugOption = False,
 ) -> None:
     """Convert between trajectory JSONL and a Parquet dataset (the direction follows the input).
 

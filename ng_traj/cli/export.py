@@ -8,15 +8,23 @@ from typing import Annotated
 import typer
 
 from ng_traj.cli.common import (
-    DEBUG_HELP,
     EXIT_DATA,
     EXIT_OK,
+    DebugOption,
+    MaxLineBytesOption,
     RedactKeyOption,
     RedactOption,
     RedactPatternOption,
     guarded,
 )
-from ng_traj.cli.output import QUIET_HELP, VERBOSE_HELP, Reporter, choose_format, output_format_option, verbosity
+from ng_traj.cli.output import (
+    QuietOption,
+    Reporter,
+    VerboseOption,
+    choose_format,
+    output_format_option,
+    verbosity,
+)
 from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
@@ -66,13 +74,11 @@ def command(
     redact: RedactOption = False,
     redact_key: RedactKeyOption = None,
     redact_pattern: RedactPatternOption = None,
-    max_line_bytes: Annotated[
-        int, typer.Option(help="Skip (and report) JSONL lines longer than this many bytes.", min=1)
-    ] = DEFAULT_MAX_LINE_BYTES,
+    max_line_bytes: MaxLineBytesOption = DEFAULT_MAX_LINE_BYTES,
     output_format: Annotated[str, output_format_option()] = "text",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
-    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Export trajectories as ATIF v1.8 documents or OpenTelemetry traces (OTLP/JSON), one per rollout.
 

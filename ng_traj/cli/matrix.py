@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stdout_errors
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, MaxLineBytesOption, guarded, stdout_errors
 from ng_traj.cli.output import (
-    QUIET_HELP,
-    VERBOSE_HELP,
+    QuietOption,
     Reporter,
+    VerboseOption,
     choose_format,
     output_format_option,
     verbosity,
@@ -53,13 +53,11 @@ def command(
         list[str] | None,
         typer.Option("--role", help="NAME=ROLE for model servers, used when raw inputs are built.", show_default=False),
     ] = None,
-    max_line_bytes: Annotated[
-        int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
-    ] = DEFAULT_MAX_LINE_BYTES,
+    max_line_bytes: MaxLineBytesOption = DEFAULT_MAX_LINE_BYTES,
     output_format: Annotated[str, output_format_option()] = "text",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
-    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
+    debug: DebugOption = False,
 ) -> None:
     """Compute the C1–C7 capability matrix from records: V / O / X with the counts behind each cell.
 

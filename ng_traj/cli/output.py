@@ -22,7 +22,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any
+from typing import IO, Annotated, Any
 
 import orjson
 import typer
@@ -53,6 +53,8 @@ OUTPUT_FORMAT_HELP = (
 )
 VERBOSE_HELP = "List every info diagnostic (by default each info code is printed once, with its count)."
 QUIET_HELP = "Leave info diagnostics out; warnings and errors are still printed."
+QuietOption = Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)]
+VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)]
 
 
 def output_format_option() -> Any:

@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 from rich.markup import escape
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stderr_console, stdout_errors
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, guarded, stderr_console, stdout_errors
 from ng_traj.diagnostics import RunError
 
 
@@ -24,7 +24,7 @@ def command(
     write: Annotated[bool, typer.Option("--write", help="Write the files into --dir instead of printing.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when a file in --dir differs.")] = False,
     directory: Annotated[Path, typer.Option("--dir", help="Folder of the schema files.")] = Path("schemas"),
-    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    debug: DebugOption = False,
 ) -> None:
     """Print, write (--write) or check (--check) the JSON Schemas generated from the contract models."""
     guarded(debug, lambda: _run(name, write, check, directory))

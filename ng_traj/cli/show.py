@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded, stdout_errors
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, MaxLineBytesOption, guarded, stdout_errors
 from ng_traj.cli.output import Reporter
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -33,10 +33,8 @@ def command(
     pager: Annotated[
         bool, typer.Option("--pager/--no-pager", help="Page the output on a terminal ($PAGER, else less).")
     ] = True,
-    max_line_bytes: Annotated[
-        int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
-    ] = DEFAULT_MAX_LINE_BYTES,
-    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    max_line_bytes: MaxLineBytesOption = DEFAULT_MAX_LINE_BYTES,
+    debug: DebugOption = False,
 ) -> None:
     """Show what a rollout did: its invocation tree (sub-agents under the tool call that spawned
     them), each turn and model call with tokens and latency, tool calls with status and duration,

@@ -8,11 +8,11 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import DEBUG_HELP, EXIT_DATA, EXIT_OK, guarded
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, MaxLineBytesOption, guarded
 from ng_traj.cli.output import (
-    QUIET_HELP,
-    VERBOSE_HELP,
+    QuietOption,
     Reporter,
+    VerboseOption,
     choose_format,
     json_alias_option,
     output_format_option,
@@ -44,13 +44,11 @@ def command(
         ),
     ],
     output_format: Annotated[str, output_format_option()] = "text",
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help=QUIET_HELP)] = False,
-    verbose: Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HELP)] = False,
+    quiet: QuietOption = False,
+    verbose: VerboseOption = False,
     json_output: Annotated[bool, json_alias_option()] = False,
-    max_line_bytes: Annotated[
-        int, typer.Option(help="Skip (and report) lines longer than this many bytes.", min=1)
-    ] = DEFAULT_MAX_LINE_BYTES,
-    debug: Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)] = False,
+    max_line_bytes: MaxLineBytesOption = DEFAULT_MAX_LINE_BYTES,
+    debug: DebugOption = False,
 ) -> None:
     """Check trajectory files: the 1.0 contract, its invariants and cross-references.
 
