@@ -334,6 +334,13 @@ def test_text_summary_has_a_line_per_rollout(tmp_path):
     )
 
 
+def test_quiet_leaves_out_the_per_rollout_lines(tmp_path):
+    result = run_cli("export", RETAINED, "--format", "atif", "-o", tmp_path / "out", "-q")
+    assert result.exit_code == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if line.startswith("  ")] == []
+    assert result.stderr.splitlines()[-1].startswith("exported 13 of 13 rollouts as atif (13 complete")
+
+
 def test_a_folder_holding_other_files_is_not_replaced(tmp_path):
     out = tmp_path / "out"
     out.mkdir()

@@ -175,7 +175,7 @@ def _run(
     }
 
     def text(console) -> None:  # type: ignore[no-untyped-def]
-        for outcome in result.outcomes:
+        for outcome in result.outcomes if level >= 0 else ():  # --quiet: the summary line alone
             console.print(f"  {outcome.line()}", markup=False)
         console.print(line, markup=False)
 
