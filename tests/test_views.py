@@ -196,6 +196,19 @@ def test_report_redacts_and_leaves_the_input_alone(tmp_path):
     assert source.read_bytes() == before
 
 
+def test_show_redacts_what_it_shows(tmp_path):
+    value = _value()
+    value["gaps"][0]["detail"] = "token sk-live-0123456789abcdefghijklmnop"
+    source = tmp_path / "secret.jsonl"
+    source.write_bytes(orjson.dumps(value) + b"\n")
+    assert "sk-live-0123456789abcdefghijklmnop" in run_cli("show", source, "1-0").stdout
+    masked = run_cli("show", source, "1-0", "--redact")
+    assert masked.exit_code == 0, masked.stderr
+    assert "sk-live" not in masked.stdout and "token [REDACTED]" in masked.stdout
+    bad = run_cli("show", source, "1-0", "--redact-pattern", "(")
+    assert bad.exit_code == 2 and "--redact-pattern" in bad.stderr
+
+
 def test_report_of_nothing_writes_nothing(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")

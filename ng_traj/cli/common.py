@@ -66,6 +66,23 @@ RedactPatternOption = Annotated[
 """The ``--redact`` options of every command that writes trajectory content (``redact.py``)."""
 
 
+def redactor(redact: bool, keys: list[str] | None, patterns: list[str] | None) -> Callable[[Any], Any] | None:
+    """The masker of a value (a copy with secrets masked) that the ``--redact`` options ask for, or
+    ``None`` when none is given (``--redact-key`` and ``--redact-pattern`` imply ``--redact``).
+
+    Raises:
+        RunError: A ``--redact-pattern`` is not a regular expression.
+    """
+    if not (redact or keys or patterns):
+        return None
+    from ng_traj.redact import Redactor, compile_patterns
+
+    try:
+        return Redactor(keys or (), compile_patterns(patterns or ())).value
+    except ValueError as exc:
+        raise RunError(str(exc)) from exc
+
+
 def stderr_console() -> Console:
     """A console on standard error (colour off when not a terminal or under ``NO_COLOR``; ``:name:``
     emoji codes, which file names and line numbers such as ``x.jsonl:100:`` contain, never replaced)."""

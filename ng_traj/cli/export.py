@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +17,7 @@ from ng_traj.cli.common import (
     RedactOption,
     RedactPatternOption,
     guarded,
+    redactor,
 )
 from ng_traj.cli.output import (
     QuietOption,
@@ -97,7 +99,7 @@ def command(
             split,
             agent_version,
             session_id,
-            (redact or bool(redact_key) or bool(redact_pattern), tuple(redact_key or ()), tuple(redact_pattern or ())),
+            redactor(redact, redact_key, redact_pattern),
             max_line_bytes,
             choose_format(output_format),
             verbosity(quiet, verbose),
@@ -113,7 +115,7 @@ def _run(
     split: bool,
     agent_version: str,
     session_id: str | None,
-    redaction: tuple[bool, tuple[str, ...], tuple[str, ...]],
+    mask: Callable[[Any], Any] | None,
     max_line_bytes: int,
     output_format: str,
     level: int,
@@ -129,14 +131,7 @@ def _run(
     if (format_ == "atif" or split) and output.exists() and not output.is_dir():
         raise RunError(f"{output} exists and is not a directory")
     from ng_traj.exports.run import ExportRequest, export, report_path
-    from ng_traj.redact import Redactor, compile_patterns
 
-    redactor = None
-    if redaction[0]:
-        try:
-            redactor = Redactor(redaction[1], compile_patterns(redaction[2]))
-        except ValueError as exc:
-            raise RunError(str(exc)) from exc
     request = ExportRequest(
         inputs,
         output,
@@ -149,7 +144,7 @@ def _run(
     )
     reporter = Reporter("export", output_format, level)
     with reporter.feedback() as feedback:
-        result = export(request, reporter.sink, redactor.value if redactor else None, feedback.step("exporting"))
+        result = export(request, reporter.sink, mask, feedback.step("exporting"))
         feedback.finish_steps()
     sink = reporter.sink
     lost = result.count("lossy")

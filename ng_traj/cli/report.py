@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -16,6 +17,7 @@ from ng_traj.cli.common import (
     RedactOption,
     RedactPatternOption,
     guarded,
+    redactor,
 )
 from ng_traj.cli.output import (
     QuietOption,
@@ -72,7 +74,7 @@ def command(
             list(compare or ()),
             title,
             tuple(role or ()),
-            (redact or bool(redact_key) or bool(redact_pattern), tuple(redact_key or ()), tuple(redact_pattern or ())),
+            redactor(redact, redact_key, redact_pattern),
             max_line_bytes,
             Reporter("report", choose_format(output_format), verbosity(quiet, verbose)),
         ),
@@ -85,7 +87,7 @@ def run(
     compare: list[Path],
     title: str,
     role: tuple[str, ...],
-    redaction: tuple[bool, tuple[str, ...], tuple[str, ...]],
+    mask: Callable[[Any], Any] | None,
     max_line_bytes: int,
     reporter: Reporter,
 ) -> int:
@@ -95,18 +97,16 @@ def run(
     from ng_traj.matrix_inputs import record_context
     from ng_traj.matrix_report import load_reference, report
     from ng_traj.records import read_inputs, refuse_input_as_output
-    from ng_traj.redact import Redactor, compile_patterns
     from ng_traj.roles import parse_roles
     from ng_traj.views import html
 
     try:
         roles = parse_roles(role)
-        redactor = Redactor(redaction[1], compile_patterns(redaction[2])) if redaction[0] else None
     except ValueError as exc:
         raise RunError(str(exc)) from exc
     check_file_target(output)
     refuse_input_as_output([*inputs, *compare], output)
-    shown = redactor.value if redactor is not None else (lambda value: value)
+    shown = mask or (lambda value: value)
     side, other = html.Collected(), html.Collected()
     with reporter.feedback() as feedback:
         advance = feedback.step("reading rollouts")

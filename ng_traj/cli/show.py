@@ -5,12 +5,24 @@ from __future__ import annotations
 import io
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, MaxLineBytesOption, guarded, stdout_errors
+from ng_traj.cli.common import (
+    EXIT_DATA,
+    EXIT_OK,
+    DebugOption,
+    MaxLineBytesOption,
+    RedactKeyOption,
+    RedactOption,
+    RedactPatternOption,
+    guarded,
+    redactor,
+    stdout_errors,
+)
 from ng_traj.cli.output import Reporter
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -33,6 +45,9 @@ def command(
     pager: Annotated[
         bool, typer.Option("--pager/--no-pager", help="Page the output on a terminal ($PAGER, else less).")
     ] = True,
+    redact: RedactOption = False,
+    redact_key: RedactKeyOption = None,
+    redact_pattern: RedactPatternOption = None,
     max_line_bytes: MaxLineBytesOption = DEFAULT_MAX_LINE_BYTES,
     debug: DebugOption = False,
 ) -> None:
@@ -44,9 +59,22 @@ def command(
     pick one with --run and --agent (an id that several rollouts share is an error listing them).
     Paged on a terminal; plain text when standard output is a file or a pipe. Diagnostics about
     unreadable lines go to standard error. Exit 0 when something was shown, 1 when the input holds
-    no rollout, 2 for usage errors (an unknown or ambiguous rollout).
+    no rollout, 2 for usage errors (an unknown or ambiguous rollout). --redact masks secrets in
+    what is shown as in build output.
     """
-    guarded(debug, lambda: show(source, rollout, run, agent, tuple(role or ()), pager, max_line_bytes))
+    guarded(
+        debug,
+        lambda: show(
+            source,
+            rollout,
+            run,
+            agent,
+            tuple(role or ()),
+            pager,
+            max_line_bytes,
+            redactor(redact, redact_key, redact_pattern),
+        ),
+    )
 
 
 def show(
@@ -57,6 +85,7 @@ def show(
     role: tuple[str, ...],
     pager: bool,
     max_line_bytes: int,
+    mask: Callable[[Any], Any] | None = None,
 ) -> int:
     """Find, render and print; return the exit code."""
     from rich.console import Console
@@ -94,7 +123,7 @@ def show(
         "reward": read.reward,
         "where": f"{read.source}:{read.position}",
     }
-    view = rollout_view(read.value, roles)
+    view = rollout_view(mask(read.value) if mask else read.value, roles)
     _print(console, pager, lambda: terminal.render_rollout(view, about, console))
     return EXIT_OK
 
