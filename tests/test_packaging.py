@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib.metadata
+import re
 import subprocess
 import sys
 import tomllib
@@ -32,6 +33,9 @@ def test_each_command_help_prints_its_usage_not_the_version(command):
     assert f" {command} [OPTIONS]" in result.stdout.splitlines()[0]
     assert "--help" in result.stdout
     assert f"ng-traj {ng_traj.__version__}" not in result.stdout
+    options = [line for line in result.stdout.splitlines() if line.lstrip().startswith("-")]
+    typed = [line for line in options if re.search(r"<(str|int|float|path|list\[)", line)]
+    assert typed == [], "every option that takes a value names it (metavar), not its Python type"
 
 
 def test_version_flag_prints_the_version_only():

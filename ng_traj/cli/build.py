@@ -48,23 +48,30 @@ def command(
     ],
     output: Annotated[
         str | None,
-        typer.Option("-o", "--output", help="Output file; '-' for standard output.", show_default=False),
+        typer.Option(
+            "-o", "--output", metavar="FILE", help="Output file; '-' for standard output.", show_default=False
+        ),
     ] = None,
     records_format: Annotated[
         str | None,
         typer.Option(
             "--format",
+            metavar="FORMAT",
             help="Format of the records written to OUT: jsonl, or parquet (a dataset directory); default parquet "
             "when OUT ends in .parquet, else jsonl. (--output-format is how diagnostics are written.)",
             show_default=False,
         ),
     ] = None,
-    force_kind: Annotated[str | None, typer.Option("--as", help=KINDS_HELP, show_default=False)] = None,
+    force_kind: Annotated[str | None, typer.Option("--as", metavar="KIND", help=KINDS_HELP, show_default=False)] = None,
     manifest: Annotated[
         Path | None,
-        typer.Option(help="JSONL or CSV mapping rollout_id to artifact paths (and run).", show_default=False),
+        typer.Option(
+            metavar="FILE", help="JSONL or CSV mapping rollout_id to artifact paths (and run).", show_default=False
+        ),
     ] = None,
-    role: Annotated[list[str] | None, typer.Option("--role", help=ROLE_HELP, show_default=False)] = None,
+    role: Annotated[
+        list[str] | None, typer.Option("--role", metavar="NAME=ROLE", help=ROLE_HELP, show_default=False)
+    ] = None,
     attach: Annotated[
         bool, typer.Option("--attach", help="Write the rollout rows with ng_trajectory attached.")
     ] = False,
@@ -84,6 +91,7 @@ def command(
         typer.Option(
             "--jobs",
             "-j",
+            metavar="N",
             help="Worker processes assembling rollouts (output identical to 1); at most one per CPU. Default 1; "
             "with --engine ray, the CPUs of the local Ray (default every CPU), or the tasks at once on a cluster.",
             min=1,
@@ -94,6 +102,7 @@ def command(
         str,
         typer.Option(
             "--engine",
+            metavar="ENGINE",
             help="Where rollouts are assembled: local (this machine's processes), or ray (Ray Data tasks on a "
             "local Ray or the cluster of --ray-address; needs the ray extra). Output identical.",
         ),
@@ -108,7 +117,7 @@ def command(
             show_default=False,
         ),
     ] = None,
-    gym_release: Annotated[str, typer.Option("--gym-release", help=RELEASE_HELP)] = "0.7",
+    gym_release: Annotated[str, typer.Option("--gym-release", metavar="RELEASE", help=RELEASE_HELP)] = "0.7",
     debug: DebugOption = False,
 ) -> None:
     """Assemble trajectories from retained artifacts: rollout rows, model-call capture stores and the

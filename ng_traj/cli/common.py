@@ -36,7 +36,7 @@ EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 13
 DEBUG_HELP = "Show a traceback for unexpected errors."
 DebugOption = Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)]
 MaxLineBytesOption = Annotated[
-    int, typer.Option(help="Skip (and report) input lines longer than this many bytes.", min=1)
+    int, typer.Option(metavar="BYTES", help="Skip (and report) input lines longer than this many bytes.", min=1)
 ]
 RELEASE_HELP = (
     "The NeMo Gym release whose trajectory models the JSON output must satisfy: 0.7 (nemo-gym 0.7.0 and "

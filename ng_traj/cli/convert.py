@@ -50,6 +50,7 @@ def command(
         typer.Option(
             "-o",
             "--output",
+            metavar="FILE",
             help="The dataset directory, or the JSONL file ('-' for standard output).",
             show_default=False,
         ),
@@ -58,7 +59,9 @@ def command(
     output_format: Annotated[str, output_format_option()] = "text",
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
-    gym_release_: Annotated[str, typer.Option("--gym-release", help=f"{RELEASE_HELP} Parquet -> JSONL only.")] = "0.7",
+    gym_release_: Annotated[
+        str, typer.Option("--gym-release", metavar="RELEASE", help=f"{RELEASE_HELP} Parquet -> JSONL only.")
+    ] = "0.7",
     debug: DebugOption = False,
 ) -> None:
     """Convert between trajectory JSONL and a Parquet dataset (the direction follows the input).

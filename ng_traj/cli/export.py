@@ -48,13 +48,15 @@ def command(
         ),
     ],
     format_: Annotated[
-        str, typer.Option("--format", "-f", help="atif (ATIF v1.8 documents) or otlp (OTLP/JSON traces).")
+        str,
+        typer.Option("--format", "-f", metavar="FORMAT", help="atif (ATIF v1.8 documents) or otlp (OTLP/JSON traces)."),
     ],
     output: Annotated[
         Path,
         typer.Option(
             "-o",
             "--output",
+            metavar="OUT",
             help="atif: a folder of <rollout_id>.json files; otlp: a .jsonl file (a folder with --split). "
             "The completeness report is written beside it, as OUT.completeness.json.",
             show_default=False,
@@ -68,10 +70,14 @@ def command(
     ] = False,
     split: Annotated[bool, typer.Option("--split", help="otlp: one file per rollout, in the folder OUT.")] = False,
     agent_version: Annotated[
-        str, typer.Option("--agent-version", help="atif: the agent.version to write (the inputs carry none).")
+        str,
+        typer.Option(
+            "--agent-version", metavar="TEXT", help="atif: the agent.version to write (the inputs carry none)."
+        ),
     ] = "unknown",
     session_id: Annotated[
-        str | None, typer.Option("--session-id", help="atif: the session_id to write (default: the run's label).")
+        str | None,
+        typer.Option("--session-id", metavar="TEXT", help="atif: the session_id to write (default: the run's label)."),
     ] = None,
     redact: RedactOption = False,
     redact_key: RedactKeyOption = None,

@@ -37,7 +37,9 @@ def command(
             show_default=False,
         ),
     ],
-    by: Annotated[str, typer.Option("--by", help="Group by agent (the row's agent_ref) or producer.")] = "agent",
+    by: Annotated[
+        str, typer.Option("--by", metavar="FIELD", help="Group by agent (the row's agent_ref) or producer.")
+    ] = "agent",
     reference: Annotated[
         bool, typer.Option("--reference", help="Show the documented upstream row beside each group; mark differences.")
     ] = False,
@@ -45,13 +47,19 @@ def command(
         str,
         typer.Option(
             "--format",
+            metavar="FORMAT",
             help="How the matrix itself is written to standard output: table, markdown, json or csv "
             "(--output-format is how diagnostics and the summary are written).",
         ),
     ] = "table",
     role: Annotated[
         list[str] | None,
-        typer.Option("--role", help="NAME=ROLE for model servers, used when raw inputs are built.", show_default=False),
+        typer.Option(
+            "--role",
+            metavar="NAME=ROLE",
+            help="NAME=ROLE for model servers, used when raw inputs are built.",
+            show_default=False,
+        ),
     ] = None,
     max_line_bytes: MaxLineBytesOption = DEFAULT_MAX_LINE_BYTES,
     output_format: Annotated[str, output_format_option()] = "text",

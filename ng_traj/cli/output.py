@@ -59,7 +59,7 @@ VerboseOption = Annotated[bool, typer.Option("--verbose", "-v", help=VERBOSE_HEL
 
 def output_format_option() -> Any:
     """The ``--output-format`` option, shared by every command."""
-    return typer.Option("--output-format", help=OUTPUT_FORMAT_HELP)
+    return typer.Option("--output-format", metavar="FORMAT", help=OUTPUT_FORMAT_HELP)
 
 
 def json_alias_option() -> Any:

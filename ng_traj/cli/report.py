@@ -34,7 +34,9 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 def command(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False)],
-    output: Annotated[Path, typer.Option("--output", "-o", help="The HTML file to write.", show_default=False)],
+    output: Annotated[
+        Path, typer.Option("--output", "-o", metavar="FILE", help="The HTML file to write.", show_default=False)
+    ],
     compare: Annotated[
         list[Path] | None,
         typer.Option(
@@ -44,8 +46,10 @@ def command(
             show_default=False,
         ),
     ] = None,
-    title: Annotated[str, typer.Option(help="The page title.")] = "ng-traj report",
-    role: Annotated[list[str] | None, typer.Option("--role", help=ROLE_HELP, show_default=False)] = None,
+    title: Annotated[str, typer.Option(metavar="TEXT", help="The page title.")] = "ng-traj report",
+    role: Annotated[
+        list[str] | None, typer.Option("--role", metavar="NAME=ROLE", help=ROLE_HELP, show_default=False)
+    ] = None,
     redact: RedactOption = False,
     redact_key: RedactKeyOption = None,
     redact_pattern: RedactPatternOption = None,

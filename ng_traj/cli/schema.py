@@ -23,7 +23,9 @@ def command(
     ] = None,
     write: Annotated[bool, typer.Option("--write", help="Write the files into --dir instead of printing.")] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when a file in --dir differs.")] = False,
-    directory: Annotated[Path, typer.Option("--dir", help="Folder of the schema files.")] = Path("schemas"),
+    directory: Annotated[Path, typer.Option("--dir", metavar="DIR", help="Folder of the schema files.")] = Path(
+        "schemas"
+    ),
     debug: DebugOption = False,
 ) -> None:
     """Print, write (--write) or check (--check) the JSON Schemas generated from the contract models."""

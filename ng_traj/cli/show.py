@@ -39,9 +39,11 @@ def command(
     rollout: Annotated[
         str | None, typer.Argument(metavar="[ROLLOUT]", help="The rollout id to show; without it, the list.")
     ] = None,
-    run: Annotated[str | None, typer.Option("--run", help=RUN_HELP, show_default=False)] = None,
-    agent: Annotated[str | None, typer.Option("--agent", help=AGENT_HELP, show_default=False)] = None,
-    role: Annotated[list[str] | None, typer.Option("--role", help=ROLE_HELP, show_default=False)] = None,
+    run: Annotated[str | None, typer.Option("--run", metavar="RUN", help=RUN_HELP, show_default=False)] = None,
+    agent: Annotated[str | None, typer.Option("--agent", metavar="AGENT", help=AGENT_HELP, show_default=False)] = None,
+    role: Annotated[
+        list[str] | None, typer.Option("--role", metavar="NAME=ROLE", help=ROLE_HELP, show_default=False)
+    ] = None,
     pager: Annotated[
         bool, typer.Option("--pager/--no-pager", help="Page the output on a terminal ($PAGER, else less).")
     ] = True,
