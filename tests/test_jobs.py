@@ -132,6 +132,28 @@ def test_sigterm_kills_a_worker_only_outside_the_pools_pipes(building, reports):
     assert received == reports
 
 
+@pytest.mark.parametrize(
+    ("signum", "code", "said"), [(signal.SIGTERM, 143, b"terminated"), (signal.SIGINT, 130, b"interrupted")]
+)
+def test_a_signal_stops_a_build_with_its_shell_status_and_the_previous_output_in_place(
+    tmp_path, small_corpus, signum, code, said
+):
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"previous\n")
+    command = [sys.executable, "-m", "ng_traj", "build", str(small_corpus), "-o", str(out), "--jobs", "2"]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 120
+    while not list(tmp_path.glob(".out.jsonl.*")):  # the build is writing its output
+        assert process.poll() is None and time.monotonic() < deadline, process.communicate()
+        time.sleep(0.005)
+    process.send_signal(signum)
+    _stdout, stderr = process.communicate(timeout=120)
+    assert process.returncode == code, stderr
+    assert stderr.splitlines()[-1].endswith(said) and b"Traceback" not in stderr
+    assert out.read_bytes() == b"previous\n"
+    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+
+
 def test_an_interrupted_build_stops_its_workers_before_returning():
     sink = DiagnosticSink(lambda diagnostic: None)
     inputs, slots, _ = prepare([FIXTURES / "build" / "retained_run" / "input"], sink, max_line_bytes=1 << 20)

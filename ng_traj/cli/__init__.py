@@ -13,7 +13,7 @@ import typer
 from ng_traj import __version__
 from ng_traj.cli import build, convert, export, matrix, report, schema, show, validate
 from ng_traj.cli.common import EXIT_INTERRUPTED, stderr_console
-from ng_traj.io.atomic import interrupt, was_interrupted
+from ng_traj.io.atomic import interrupt, interrupting_signal, was_interrupted
 
 app = typer.Typer(
     name="ng-traj",
@@ -68,5 +68,7 @@ def main() -> None:
             raise
         code = EXIT_INTERRUPTED
     if code == EXIT_INTERRUPTED:  # said here once, wherever it was caught (Typer exits 130 silently)
-        stderr_console().print("[yellow]interrupted[/]")
+        terminated = interrupting_signal() == signal.SIGTERM
+        stderr_console().print("[yellow]terminated[/]" if terminated else "[yellow]interrupted[/]")
+        code = 128 + signal.SIGTERM if terminated else code  # the shell's status for each signal
     raise SystemExit(code)

@@ -1,8 +1,8 @@
 """What every command shares: error handling and exit codes (diagnostics, summary and progress: ``output.py``).
 
-Exit codes: 0 success (warnings allowed), 1 data errors, 2 usage or tool
-errors, 130 interrupted, 141 standard output closed early. Expected errors print one red line and
-no traceback; ``--debug`` adds the traceback of unexpected ones. Colour follows ``NO_COLOR`` and is
+Exit codes: 0 success (warnings allowed), 1 data errors, 2 usage or tool errors, 130 interrupted
+(143 when by SIGTERM: ``cli.main``), 141 standard output closed early. Expected errors print one
+red line and no traceback; ``--debug`` adds the traceback of unexpected ones. Colour follows ``NO_COLOR`` and is
 off when stderr is not a terminal.
 
 Standard output that cannot be written (a full disk, a device error) is the run's error, said in one

@@ -112,6 +112,11 @@ def was_interrupted() -> bool:
     return bool(_interrupts)
 
 
+def interrupting_signal() -> int | None:
+    """The number of the first SIGINT or SIGTERM that arrived (see :func:`interrupt`), else ``None``."""
+    return _interrupts[0] if _interrupts else None
+
+
 def check_interrupted() -> None:
     """Raise ``KeyboardInterrupt`` if an interrupt was recorded (see :func:`interrupt`)."""
     if _interrupts:
@@ -194,14 +199,18 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
             yield handle
         return
     remove_stale(target, parent)
+    tmp: str | None = None
+    held: int | None = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
-    except OSError as exc:
-        raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
-    held = os.dup(fd)  # the lock lasts until the rename, after the handle is closed
-    try:
+        with deferred_interrupts():  # a signal while the temporary is made is raised once it is known
+            try:
+                fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
+            except OSError as exc:
+                raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
+            held = os.dup(fd)  # the lock lasts until the rename, after the handle is closed
+            handle = os.fdopen(fd, "wb")
         _hold(fd)
-        with _write_errors(str(target)), os.fdopen(fd, "wb") as handle:
+        with _write_errors(str(target)), handle:
             yield handle
             handle.flush()
             os.fsync(handle.fileno())
@@ -210,13 +219,15 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         os.replace(tmp, target)
     except AbortWrite:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp)  # type: ignore[arg-type]
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
         raise
     finally:
-        os.close(held)
+        if held is not None:
+            os.close(held)
 
 
 @contextlib.contextmanager
@@ -238,12 +249,15 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
     if target.exists() and not target.is_dir():
         raise RunError(f"output {target} exists and is not a directory")
     remove_stale(target, parent)
+    tmp: Path | None = None
+    held: int | None = None
     try:
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
-        held = os.open(tmp, os.O_RDONLY)
-    except OSError as exc:
-        raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
-    try:
+        with deferred_interrupts():  # a signal while the temporary is made is raised once it is known
+            try:
+                tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.tmp-", dir=parent))
+                held = os.open(tmp, os.O_RDONLY)
+            except OSError as exc:
+                raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
         _hold(held)
         with _write_errors(str(target)):
             yield tmp
@@ -259,7 +273,9 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         else:
             os.replace(tmp, target)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
         raise
     finally:
-        os.close(held)
+        if held is not None:
+            os.close(held)
