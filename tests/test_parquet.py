@@ -392,3 +392,31 @@ def test_child_rows_missing_or_out_of_order_make_their_trajectory_invalid_not_si
     rewrite_table(dataset, "conversation_items", items)
     result = run_cli("validate", dataset)
     assert result.exit_code == 1 and "13 records" not in result.stderr
+
+
+def test_the_column_kinds_of_the_rows_are_the_schemas():
+    from ng_traj.writers.parquet_layout import SCHEMAS
+    from ng_traj.writers.parquet_rows import COLUMN_KINDS
+
+    def kind(field: pa.Field) -> str:
+        if field.type == pa.string():
+            return "t"
+        return "n" if field.type in (pa.int64(), pa.float64()) else "-"
+
+    assert {name: "".join(kind(f) for f in schema) for name, schema in SCHEMAS.items()} == COLUMN_KINDS
+
+
+def test_weights_and_the_int64_check_look_at_the_right_columns():
+    from ng_traj.writers.parquet_rows import COLUMN_KINDS, Encoded, weight
+
+    huge = 2**63
+    kinds = COLUMN_KINDS["model_calls"]
+    plain = tuple(7 if kind == "n" else "abc" if kind == "t" else None for kind in kinds)
+    rows = [plain, (*plain[:-1], b"{}")]
+    for n in (i for i, kind in enumerate(kinds) if kind == "n"):
+        rows.append((*plain[:n], huge, *plain[n + 1 :]))
+    encoded = Encoded.of({"model_calls": list(rows)})
+    assert encoded.weights["model_calls"] == weight(rows) == weight(rows, "model_calls")
+    assert [row for _, row, _ in encoded.nulled] == list(range(2, len(rows)))
+    assert all(huge not in row for row in encoded.rows["model_calls"])
+    assert encoded.rows["model_calls"][:2] == rows[:2]
