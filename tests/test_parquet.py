@@ -420,3 +420,13 @@ def test_weights_and_the_int64_check_look_at_the_right_columns():
     assert [row for _, row, _ in encoded.nulled] == list(range(2, len(rows)))
     assert all(huge not in row for row in encoded.rows["model_calls"])
     assert encoded.rows["model_calls"][:2] == rows[:2]
+
+
+def test_chunk_files_written_through_the_write_buffer_hold_the_bytes_written_directly(tmp_path, monkeypatch):
+    from ng_traj.writers import parquet
+
+    assert run_cli("build", RETAINED / "input", "-o", tmp_path / "buffered.parquet", "-q").exit_code == 0
+    monkeypatch.setattr(parquet.pa, "BufferedOutputStream", lambda raw, size: raw)
+    assert run_cli("build", RETAINED / "input", "-o", tmp_path / "direct.parquet", "-q").exit_code == 0
+    buffered, direct = _snapshot(tmp_path / "buffered.parquet"), _snapshot(tmp_path / "direct.parquet")
+    assert buffered == direct and len(buffered) == 9
