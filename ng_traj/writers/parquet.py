@@ -11,19 +11,12 @@ trajectories, so the same build writes the same bytes whatever ``--jobs``. The f
 under a temporary name and renamed when complete (``io/atomic.py``): a killed build leaves the
 previous dataset or none. The typed time and duration columns are computed from the float ones
 with Arrow's vectorised kernels when a row group is written.
-
-A row group is converted to Arrow by the caller's thread and encoded, compressed and written by one
-background thread (:class:`_Background`), which Arrow runs without the GIL: the build goes on
-assembling the next rollouts meanwhile. One thread writes every file, in the order the row groups
-were made, so the bytes are those of writing them in place.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections import deque
-from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -99,48 +92,6 @@ def _table(name: str, rows: list[tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
-IN_FLIGHT = 1
-"""Row groups handed to the writing thread and not yet written, at most (each about
-:data:`ROW_GROUP_BYTES` of text): past that, :meth:`_Background.submit` waits for the oldest."""
-
-
-class _Background:
-    """Runs writes on one thread, in submission order, at most :data:`IN_FLIGHT` of them pending.
-
-    The first failure is raised by the :meth:`submit` or :meth:`drain` that follows it (the writes
-    after it are not run).
-    """
-
-    def __init__(self) -> None:
-        self._pool: ThreadPoolExecutor | None = None
-        self._pending: deque[Future[None]] = deque()
-
-    def submit(self, write: Callable[[], None]) -> None:
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(1, thread_name_prefix="ng-traj-parquet")
-        while len(self._pending) >= IN_FLIGHT:
-            self._pending.popleft().result()
-        self._pending.append(self._pool.submit(write))
-
-    def drain(self) -> None:
-        """Wait until every submitted write is done.
-
-        Raises:
-            Exception: What a write raised (``OSError`` when the disk is full, ...).
-        """
-        while self._pending:
-            self._pending.popleft().result()
-
-    def stop(self) -> None:
-        """Drop the writes not started, wait for the one running, end the thread; raises nothing."""
-        for future in self._pending:
-            future.cancel()
-        self._pending.clear()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-
 class DatasetWriter:
     """Writes trajectories into the chunk files of a dataset folder, one row group at a time.
 
@@ -165,7 +116,6 @@ class DatasetWriter:
         self._chunk = 0
         self._sinks: dict[str, pa.NativeFile] = {}
         self._files = self._open(0)
-        self._background = _Background()
 
     def _open(self, chunk: int) -> dict[str, pq.ParquetWriter]:
         files = {}
@@ -209,8 +159,7 @@ class DatasetWriter:
         rows = self._buffers[name]
         if not rows:
             return
-        table, write = _table(name, rows), self._files[name].write_table
-        self._background.submit(lambda: write(table, row_group_size=table.num_rows))
+        self._files[name].write_table(_table(name, rows), row_group_size=len(rows))
         self.rows[name] += len(rows)
         self._buffers[name] = []
         self._weights[name] = 0
@@ -218,8 +167,6 @@ class DatasetWriter:
     def _close_chunk(self) -> None:
         for name in TABLES:
             self._flush(name)
-        self._background.drain()
-        for name in TABLES:
             self._files[name].close()
             self._sinks[name].close()  # the writer leaves a stream it was given open
 
@@ -227,14 +174,11 @@ class DatasetWriter:
         """Write the remaining rows, close every file and write the manifest (last: a folder with a
         manifest is complete)."""
         self._close_chunk()
-        self._background.stop()
         data = manifest(self._chunk + 1, self.chunk_size, self.count, self.rows)
         (self.directory / MANIFEST).write_bytes(data)
 
     def abort(self) -> None:
-        """Close every file without writing buffered rows (the folder is about to be removed); a row
-        group being written is finished first, those waiting are dropped."""
-        self._background.stop()
+        """Close every file without writing buffered rows (the folder is about to be removed)."""
         for handle in (*self._files.values(), *self._sinks.values()):
             with contextlib.suppress(Exception):
                 handle.close()
