@@ -430,3 +430,26 @@ def test_chunk_files_written_through_the_write_buffer_hold_the_bytes_written_dir
     assert run_cli("build", RETAINED / "input", "-o", tmp_path / "direct.parquet", "-q").exit_code == 0
     buffered, direct = _snapshot(tmp_path / "buffered.parquet"), _snapshot(tmp_path / "direct.parquet")
     assert buffered == direct and len(buffered) == 9
+
+
+@pytest.mark.parametrize("failing", [1, 3], ids=["first write", "a later write"])
+def test_a_row_group_that_cannot_be_written_stops_the_build_and_leaves_no_dataset(tmp_path, monkeypatch, failing):
+    from ng_traj.writers import parquet
+
+    calls = []
+    write_table = pq.ParquetWriter.write_table
+
+    def flaky(self, table, row_group_size=None):
+        calls.append(table.num_rows)
+        if len(calls) == failing:
+            raise OSError(28, "No space left on device")
+        write_table(self, table, row_group_size=row_group_size)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", flaky)
+    monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 2)  # several row groups per table
+    dataset, sink = tmp_path / "out.parquet", DiagnosticSink()
+    inputs, slots, stats = prepare([RETAINED / "input"], sink, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
+    with pytest.raises(RunError, match=r"cannot write .*: No space left"), open_dataset(dataset, roles=ROLES) as writer:
+        build(inputs, slots, stats, BuildOptions(capture_enabled=True), sink, writer.add_rows, encode=writer.encoder())
+    assert len(calls) == failing
+    assert list(tmp_path.iterdir()) == []
