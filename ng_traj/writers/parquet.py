@@ -50,7 +50,7 @@ ROW_GROUP_ROWS = 100_000
 """... or from this many rows."""
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 1
-WRITE_BUFFER = 1 << 20
+WRITE_BUFFER = 256 << 10
 """Bytes a chunk file's writes are gathered into before they reach the file: Parquet writes every
 page header and page separately, mostly a few bytes or a few KiB each."""
 
