@@ -392,3 +392,64 @@ def test_child_rows_missing_or_out_of_order_make_their_trajectory_invalid_not_si
     rewrite_table(dataset, "conversation_items", items)
     result = run_cli("validate", dataset)
     assert result.exit_code == 1 and "13 records" not in result.stderr
+
+
+def test_the_column_kinds_of_the_rows_are_the_schemas():
+    from ng_traj.writers.parquet_layout import SCHEMAS
+    from ng_traj.writers.parquet_rows import COLUMN_KINDS
+
+    def kind(field: pa.Field) -> str:
+        if field.type == pa.string():
+            return "t"
+        return "n" if field.type in (pa.int64(), pa.float64()) else "-"
+
+    assert {name: "".join(kind(f) for f in schema) for name, schema in SCHEMAS.items()} == COLUMN_KINDS
+
+
+def test_weights_and_the_int64_check_look_at_the_right_columns():
+    from ng_traj.writers.parquet_rows import COLUMN_KINDS, Encoded, weight
+
+    huge = 2**63
+    kinds = COLUMN_KINDS["model_calls"]
+    plain = tuple(7 if kind == "n" else "abc" if kind == "t" else None for kind in kinds)
+    rows = [plain, (*plain[:-1], b"{}")]
+    for n in (i for i, kind in enumerate(kinds) if kind == "n"):
+        rows.append((*plain[:n], huge, *plain[n + 1 :]))
+    encoded = Encoded.of({"model_calls": list(rows)})
+    assert encoded.weights["model_calls"] == weight(rows) == weight(rows, "model_calls")
+    assert [row for _, row, _ in encoded.nulled] == list(range(2, len(rows)))
+    assert all(huge not in row for row in encoded.rows["model_calls"])
+    assert encoded.rows["model_calls"][:2] == rows[:2]
+
+
+def test_chunk_files_written_through_the_write_buffer_hold_the_bytes_written_directly(tmp_path, monkeypatch):
+    from ng_traj.writers import parquet
+
+    assert run_cli("build", RETAINED / "input", "-o", tmp_path / "buffered.parquet", "-q").exit_code == 0
+    monkeypatch.setattr(parquet.pa, "BufferedOutputStream", lambda raw, size: raw)
+    assert run_cli("build", RETAINED / "input", "-o", tmp_path / "direct.parquet", "-q").exit_code == 0
+    buffered, direct = _snapshot(tmp_path / "buffered.parquet"), _snapshot(tmp_path / "direct.parquet")
+    assert buffered == direct and len(buffered) == 9
+
+
+@pytest.mark.parametrize("failing", [1, 3], ids=["first write", "a later write"])
+def test_a_row_group_that_cannot_be_written_stops_the_build_and_leaves_no_dataset(tmp_path, monkeypatch, failing):
+    from ng_traj.writers import parquet
+
+    calls = []
+    write_table = pq.ParquetWriter.write_table
+
+    def flaky(self, table, row_group_size=None):
+        calls.append(table.num_rows)
+        if len(calls) == failing:
+            raise OSError(28, "No space left on device")
+        write_table(self, table, row_group_size=row_group_size)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", flaky)
+    monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 2)  # several row groups per table
+    dataset, sink = tmp_path / "out.parquet", DiagnosticSink()
+    inputs, slots, stats = prepare([RETAINED / "input"], sink, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
+    with pytest.raises(RunError, match=r"cannot write .*: No space left"), open_dataset(dataset, roles=ROLES) as writer:
+        build(inputs, slots, stats, BuildOptions(capture_enabled=True), sink, writer.add_rows, encode=writer.encoder())
+    assert len(calls) == failing
+    assert list(tmp_path.iterdir()) == []

@@ -50,6 +50,9 @@ ROW_GROUP_ROWS = 100_000
 """... or from this many rows."""
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 1
+WRITE_BUFFER = 256 << 10
+"""Bytes a chunk file's writes are gathered into before they reach the file: Parquet writes every
+page header and page separately, mostly a few bytes or a few KiB each."""
 
 _SCALE = {pa.timestamp("us", tz="UTC"): 1e6, pa.duration("us"): 1e3}
 """Microseconds per unit of the float column: seconds for times, milliseconds for durations."""
@@ -111,20 +114,23 @@ class DatasetWriter:
         for name in TABLES:
             (directory / name).mkdir()
         self._chunk = 0
+        self._sinks: dict[str, pa.NativeFile] = {}
         self._files = self._open(0)
 
     def _open(self, chunk: int) -> dict[str, pq.ParquetWriter]:
-        return {
-            name: pq.ParquetWriter(
-                part_path(self.directory, name, chunk),
+        files = {}
+        for name in TABLES:
+            path = str(part_path(self.directory, name, chunk))
+            self._sinks[name] = sink = pa.BufferedOutputStream(pa.OSFile(path, "wb"), WRITE_BUFFER)
+            files[name] = pq.ParquetWriter(
+                sink,
                 file_schema(name).with_metadata({"ng_traj.table": name}),
                 compression=COMPRESSION,
                 compression_level=COMPRESSION_LEVEL,
                 use_dictionary=_plain_columns(name),
                 write_statistics=_plain_columns(name),
             )
-            for name in TABLES
-        }
+        return files
 
     def encoder(self) -> RowEncoder:
         """What turns a built slot into rows for :meth:`add_rows` (with this writer's roles)."""
@@ -162,6 +168,7 @@ class DatasetWriter:
         for name in TABLES:
             self._flush(name)
             self._files[name].close()
+            self._sinks[name].close()  # the writer leaves a stream it was given open
 
     def close(self) -> None:
         """Write the remaining rows, close every file and write the manifest (last: a folder with a
@@ -172,7 +179,7 @@ class DatasetWriter:
 
     def abort(self) -> None:
         """Close every file without writing buffered rows (the folder is about to be removed)."""
-        for handle in self._files.values():
+        for handle in (*self._files.values(), *self._sinks.values()):
             with contextlib.suppress(Exception):
                 handle.close()
 

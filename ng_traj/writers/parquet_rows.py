@@ -149,14 +149,53 @@ Rows = dict[str, list[tuple[Any, ...]]]
 
 _ROW_OVERHEAD = 64
 
+COLUMN_KINDS = {
+    "trajectories": "ntttttttnnnnnnnnn",
+    "invocations": "ntttnttttnt-n",
+    "conversation_items": "ntttntnttttt",
+    "turns": "ntttntnnttt-n-",
+    "model_calls": "ntttntnnnttttttntt-tnttnnnnnntt",
+    "tool_calls": "ntttnttttnnntttt",
+    "gaps": "ntttnttt",
+    "compactions": "ntttnttntnnttt---",
+}
+"""Each table's row columns (``parquet_layout.SCHEMAS``, without pyarrow): ``t`` text (strings and
+JSON), ``n`` numbers (int64 and float64), ``-`` anything else (booleans, lists, structs). Only text
+columns hold ``str`` or ``bytes`` and only number columns hold ``int``, so :func:`weight` and the
+int64 check of :meth:`Encoded.of` look at those alone."""
+_TEXT = {name: tuple(n for n, kind in enumerate(kinds) if kind == "t") for name, kinds in COLUMN_KINDS.items()}
+_NUMBERS = {name: tuple(n for n, kind in enumerate(kinds) if kind == "n") for name, kinds in COLUMN_KINDS.items()}
 
-def weight(rows: list[tuple[Any, ...]]) -> int:
-    """Approximate bytes of some rows: their text, plus a fixed amount per row (row-group sizing)."""
-    return sum(_ROW_OVERHEAD + sum(len(value) for value in row if type(value) in (str, bytes)) for row in rows)
+
+def weight(rows: list[tuple[Any, ...]], table: str | None = None) -> int:
+    """Approximate bytes of some rows: their text, plus a fixed amount per row (row-group sizing).
+
+    With ``table`` named, only its text columns (:data:`COLUMN_KINDS`) are looked at (the same sum).
+    """
+    if table is None:
+        return sum(_ROW_OVERHEAD + sum(len(value) for value in row if type(value) in (str, bytes)) for row in rows)
+    total = _ROW_OVERHEAD * len(rows)
+    for n in _TEXT[table]:
+        for row in rows:
+            value = row[n]
+            if value is not None:
+                total += len(value)
+    return total
 
 
 INT64 = range(-(2**63), 2**63)
 """What a Parquet ``int64`` column holds; the contract's integers (token counts, statuses) are unbounded."""
+_LOW, _HIGH = -(2**63), 2**63
+
+
+def _outside(rows: list[tuple[Any, ...]], table: str) -> bool:
+    """Whether any number column of ``rows`` holds an integer outside :data:`INT64`."""
+    for n in _NUMBERS[table]:
+        for row in rows:
+            value = row[n]
+            if type(value) is int and not _LOW <= value < _HIGH:
+                return True
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,11 +213,13 @@ class Encoded:
         """Rows with their weights, integers outside :data:`INT64` replaced by null."""
         nulled = []
         for name, table in rows.items():
+            if not table or not _outside(table, name):
+                continue
             for n, row in enumerate(table):
                 if any(type(value) is int and value not in INT64 for value in row):
                     nulled.extend((name, n, value) for value in row if type(value) is int and value not in INT64)
                     table[n] = tuple(None if type(v) is int and v not in INT64 else v for v in row)
-        return cls(rows, {name: weight(table) for name, table in rows.items() if table}, tuple(nulled))
+        return cls(rows, {name: weight(table, name) for name, table in rows.items() if table}, tuple(nulled))
 
     def problems(self) -> list[str]:
         """One message per nulled integer."""
