@@ -146,6 +146,8 @@ def _responses(path: str) -> Iterator[dict[str, Any]]:
 
 
 def _manifest_targets(unit: NativeUnit, manifest: list[ManifestEntry]) -> set[tuple[str, str | None]]:
+    if not manifest:  # nothing to match: the unit's paths are not resolved
+        return set()
     paths = [resolved(Path(path)) for path in unit.paths]
     targets = set()
     for entry in manifest:

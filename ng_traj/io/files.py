@@ -9,9 +9,12 @@ descriptor itself: there is no moment between the check and the read.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,13 +54,65 @@ def read_regular(path: str | Path) -> bytes:
         return handle.read()
 
 
+_FOLDERS: contextvars.ContextVar[dict[str, Path] | None] = contextvars.ContextVar("resolved_folders", default=None)
+
+
+@contextlib.contextmanager
+def resolved_folders() -> Iterator[None]:
+    """Within the block, :func:`resolved` resolves each folder once and what is below it by name.
+
+    For discovery and planning, which resolve every session file's path (attribution by the names of
+    the folders above it, manifest paths) while the inputs do not change: resolving a path walks
+    every component with an ``lstat``, and a build's files share their upper folders. A component
+    that is a symlink (or ``.`` or ``..``) is still resolved with everything above it, so every path
+    resolves to what :func:`resolved` gives without the block. The cache is this context's only
+    (another thread sees none), holds folders only, and is dropped at the end.
+    """
+    token = _FOLDERS.set({})
+    try:
+        yield
+    finally:
+        _FOLDERS.reset(token)
+
+
 def resolved(path: Path) -> Path:
     """``path`` made absolute with symlinks resolved, as far as they resolve.
 
     ``Path.resolve()`` raises ``RuntimeError`` on a symlink loop (Python 3.11 and 3.12) and
     ``OSError`` where a component cannot be read; such a path is returned absolute, unresolved (it is
-    reported where it is read).
+    reported where it is read). Inside :func:`resolved_folders`, a path whose last component is no
+    symlink (nor ``.`` or ``..``) is its folder's resolution joined with its name: the same path, as
+    resolving leaves such a name as it is.
     """
+    folders = _FOLDERS.get()
+    if folders is None or not _plain(path):
+        return _resolved(path)
+    return _folder(path.parent, folders) / path.name
+
+
+def _plain(path: Path) -> bool:
+    """Whether resolving ``path`` only resolves its folder: its last part is a name that is no symlink."""
+    return path.name not in ("", ".", "..") and not os.path.islink(path)
+
+
+def _folder(path: Path, folders: dict[str, Path]) -> Path:
+    """:func:`resolved` of a folder, from (and into) ``folders``: the nearest folder above it that is
+    cached, or whose last part is not :func:`_plain`, resolved, and the names below it joined on."""
+    names: list[tuple[str, str]] = []  # (key, name) of the plain folders between, deepest first
+    key = str(path)
+    while (found := folders.get(key)) is None:
+        if not _plain(path):
+            found = folders[key] = _resolved(path)
+            break
+        names.append((key, path.name))
+        path = path.parent
+        key = str(path)
+    for key, name in reversed(names):
+        found = folders[key] = found / name
+    return found
+
+
+def _resolved(path: Path) -> Path:
     try:
         return path.resolve()
     except (RuntimeError, OSError):
