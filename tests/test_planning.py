@@ -10,6 +10,7 @@ import pytest
 
 from ng_traj.assemble.inputs import discover
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io import files
 from ng_traj.io.files import resolved, resolved_folders
 
 
@@ -48,6 +49,15 @@ def test_paths_resolve_the_same_with_folders_cached(tmp_path, monkeypatch):
         cached = [resolved(path) for path in paths]
         again = [resolved(path) for path in reversed(paths)][::-1]  # from the cache this time
     assert cached == plain and again == plain
+
+
+def test_a_full_folder_cache_starts_again_with_the_same_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = _tree(tmp_path)
+    plain = [resolved(path) for path in paths]
+    monkeypatch.setattr(files, "RESOLVED_FOLDERS", 2)
+    with resolved_folders():
+        assert [resolved(path) for path in paths * 2] == plain * 2
 
 
 def test_the_folder_cache_ends_with_its_block(tmp_path):

@@ -154,6 +154,7 @@ def discover(
 
     for named in [*paths, *(entry.path for entry in manifest)]:
         named_entry = attributed.get(resolved(named)) if attributed else None
+        named_text = str(named)  # one string per named input, shared by the index entries of its files
         for file in walk(named, unreadable):
             link = _lstat(file)
             identity = (link.st_dev, link.st_ino) if link is not None else file.absolute()
@@ -161,13 +162,13 @@ def discover(
                 _refuse_output(file, named, exclude)  # type: ignore[arg-type]
                 continue
             if identity in seen:
-                if seen[identity] != str(named):
-                    inputs.overlaps.setdefault(str(named), set()).add(seen[identity])
+                if seen[identity] != named_text:
+                    inputs.overlaps.setdefault(named_text, set()).add(seen[identity])
                 continue
-            seen[identity] = str(named)
+            seen[identity] = named_text
             entry = (attributed.get(resolved(file)) or named_entry) if attributed else None
             mode = link.st_mode if link is not None and not stat.S_ISLNK(link.st_mode) else None
-            _classify(inputs, file, str(named), file == named, force_kind, entry, sink, mode)
+            _classify(inputs, file, named_text, file == named, force_kind, entry, sink, mode)
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     return inputs
 
@@ -279,4 +280,5 @@ def _classify(
             if entry
             else (capture_rollout_id(file.name) or logical_name(file.name).removesuffix(".jsonl"))
         )
-        inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)
+        # one string per rollout id, however many stores (policy, judge) hold a file of it
+        inputs.add_capture(file, CaptureKey(sys.intern(rollout), entry.run if entry else None), named)

@@ -194,25 +194,36 @@ def plan(
         _orphan(inputs, index, rollout, files, runs, native.get(("capture", rollout), []), stats, sink)
         for rollout, (files, runs) in orphans.items()
     ]
-    for row in rows:
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct set of named inputs
+    rows.reverse()
+    while rows:  # in file order, each row's index entry dropped as its slot is made (never all of both held)
+        row = rows.pop()
         key = (row.identity.rollout_id, row.file.run)
         capture = tuple(attached.get(key, ())) if row.identity.derived else ()
         units = tuple(native.get(("row", *key), ()))
         named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
+        named = shared.setdefault(named, named)
         location = (str(row.file.path), row.line, row.offset, row.size)
         slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units))
     own: list[Slot] = native.get(("own",), [])  # type: ignore[assignment]
     slots.extend(_separate_repeated_sessions(own, sink))
     slots.sort(key=lambda slot: slot.sort_key(index.labels))
-    return [_labelled(slot, index.labels) for slot in slots], stats
+    file_labels: dict[tuple[str, str], str] = {}
+    for position, slot in enumerate(slots):
+        slots[position] = _labelled(slot, index.labels, file_labels)
+    return slots, stats
 
 
-def _labelled(slot: Slot, labels: Mapping[str, str]) -> Slot:
-    """``slot`` with the labels of its run and rollouts file (a sidecar is named beside its run)."""
+def _labelled(slot: Slot, labels: Mapping[str, str], file_labels: dict[tuple[str, str], str]) -> Slot:
+    """``slot`` with the labels of its run and rollouts file (a sidecar is named beside its run);
+    ``file_labels`` holds the file label of each (run label, rollouts file) made so far, one string each."""
     if slot.run is None or slot.path is None:
         return slot
     label = labels.get(slot.run, slot.run)
-    return replace(slot, run_label=label, file_label=str(PurePosixPath(label).with_name(Path(slot.path).name)))
+    file_label = file_labels.get((label, slot.path))
+    if file_label is None:
+        file_label = file_labels[(label, slot.path)] = str(PurePosixPath(label).with_name(Path(slot.path).name))
+    return replace(slot, run_label=label, file_label=file_label)
 
 
 def _separate_repeated_sessions(own: list[Slot], sink: DiagnosticSink) -> list[Slot]:

@@ -54,7 +54,11 @@ def read_regular(path: str | Path) -> bytes:
         return handle.read()
 
 
-_FOLDERS: contextvars.ContextVar[dict[str, Path] | None] = contextvars.ContextVar("resolved_folders", default=None)
+RESOLVED_FOLDERS = 4096
+"""Folders :func:`resolved_folders` keeps at most (then it starts again): its memory is bounded
+(about a megabyte) whatever the number of sessions, and files are met folder by folder (discovery
+walks in sorted order), so the folders above the next files are the ones kept."""
+_FOLDERS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("resolved_folders", default=None)
 
 
 @contextlib.contextmanager
@@ -66,7 +70,7 @@ def resolved_folders() -> Iterator[None]:
     every component with an ``lstat``, and a build's files share their upper folders. A component
     that is a symlink (or ``.`` or ``..``) is still resolved with everything above it, so every path
     resolves to what :func:`resolved` gives without the block. The cache is this context's only
-    (another thread sees none), holds folders only, and is dropped at the end.
+    (another thread sees none), holds at most :data:`RESOLVED_FOLDERS` folders, and is dropped at the end.
     """
     token = _FOLDERS.set({})
     try:
@@ -87,7 +91,7 @@ def resolved(path: Path) -> Path:
     folders = _FOLDERS.get()
     if folders is None or not _plain(path):
         return _resolved(path)
-    return _folder(path.parent, folders) / path.name
+    return Path(os.path.join(_folder(path.parent, folders), path.name))
 
 
 def _plain(path: Path) -> bool:
@@ -95,20 +99,24 @@ def _plain(path: Path) -> bool:
     return path.name not in ("", ".", "..") and not os.path.islink(path)
 
 
-def _folder(path: Path, folders: dict[str, Path]) -> Path:
-    """:func:`resolved` of a folder, from (and into) ``folders``: the nearest folder above it that is
-    cached, or whose last part is not :func:`_plain`, resolved, and the names below it joined on."""
+def _folder(path: Path, folders: dict[str, str]) -> str:
+    """:func:`resolved` of a folder as text, from (and into) ``folders``: the nearest folder above it
+    that is cached, or whose last part is not :func:`_plain`, resolved, and the names below it joined
+    on (text, not ``Path`` objects: a build has a folder per session)."""
+    if len(folders) >= RESOLVED_FOLDERS:
+        folders.clear()
     names: list[tuple[str, str]] = []  # (key, name) of the plain folders between, deepest first
     key = str(path)
     while (found := folders.get(key)) is None:
         if not _plain(path):
-            found = folders[key] = _resolved(path)
+            found = folders[key] = str(_resolved(path))
             break
         names.append((key, path.name))
         path = path.parent
         key = str(path)
     for key, name in reversed(names):
-        found = folders[key] = found / name
+        joined = os.path.join(found, name)
+        found = folders[key] = key if joined == key else joined  # a folder without symlinks: its own text
     return found
 
 
