@@ -101,3 +101,21 @@ def test_a_symlink_to_a_pipe_is_unclaimed_and_its_target_checked(tmp_path):
     assert inputs.by_kind == {"unclaimed": 1}
     assert [d.code for d in diagnostics] == ["input_unclaimed"]
     assert "not a regular file" in diagnostics[0].message
+
+
+def test_capture_files_name_the_input_each_was_found_under(tmp_path):
+    store = tmp_path / "capture" / "policy"
+    store.mkdir(parents=True)
+    for rollout in ("0-0", "0-1", "0-2"):
+        (store / f"{rollout}.capture.jsonl").write_text('{"model_call_id": "m", "dialect": "responses"}\n')
+    (store / "0-3.capture.incomplete").write_text("")
+    named_file = store / "0-1.capture.jsonl"  # named first: the store's first file, then the folder's others
+    inputs = discover([named_file, tmp_path / "capture"], DiagnosticSink())
+    found = {key[0]: inputs.named_for(files) for key, stores in inputs.capture.items() for files in stores.values()}
+    assert found == {
+        "0-0": str(tmp_path / "capture"),
+        "0-1": str(named_file),
+        "0-2": str(tmp_path / "capture"),
+        "0-3": str(tmp_path / "capture"),
+    }
+    assert inputs.overlaps == {str(tmp_path / "capture"): {str(named_file)}}

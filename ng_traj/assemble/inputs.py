@@ -52,7 +52,9 @@ class Inputs:
     Attributes:
         rollout_files: Rollouts files, sorted by path.
         capture: Capture files and markers per (rollout id, manifest run), per store.
-        capture_named: The named input each capture artifact was found under.
+        capture_named: The named input each marker, and each capture file found under another named
+            input than the first file of its store, was found under.
+        store_named: The named input the first capture file of each store was found under.
         native: Files claimed by each native reader (``sources/native.py``), by reader name.
         native_named: The named input each native file was found under.
         by_kind: Files per kind (``rollouts``, ``capture``, ``unsupported``, ``unclaimed``, ``ambiguous``).
@@ -65,6 +67,7 @@ class Inputs:
     rollout_files: list[RolloutFile] = field(default_factory=list)
     capture: dict[tuple[str, str | None], dict[str, CaptureFiles]] = field(default_factory=dict)
     capture_named: dict[str, str] = field(default_factory=dict)
+    store_named: dict[str, str] = field(default_factory=dict)
     by_kind: Counter[str] = field(default_factory=Counter)
     named: list[str] = field(default_factory=list)
     unsupported: list[tuple[str, str]] = field(default_factory=list)
@@ -76,13 +79,20 @@ class Inputs:
     def planned(self) -> None:
         """Drop the per-file indexes once the plan has consumed them: they grow with the corpus, and
         the slots hold what the build needs (memory per rollout is one index entry)."""
-        for index in (self.rollout_files, self.capture, self.capture_named, self.native, self.native_named):
+        for index in (
+            self.rollout_files,
+            self.capture,
+            self.capture_named,
+            self.store_named,
+            self.native,
+            self.native_named,
+        ):
             index.clear()
 
     def named_for(self, files: CaptureFiles) -> str:
         """The named input a store's capture artifacts for one rollout were found under."""
         if files.capture:
-            return self.capture_named.get(files.capture, files.store)
+            return self.capture_named.get(files.capture) or self.store_named[files.store]
         marker = str(Path(files.store) / f"{files.rollout_id}{INCOMPLETE_SUFFIX}")
         return self.capture_named.get(marker, files.store)
 
@@ -94,10 +104,12 @@ class Inputs:
         current = stores.get(store, CaptureFiles(store, key.rollout_id))
         if path.name.endswith(INCOMPLETE_SUFFIX):
             current = CaptureFiles(store, key.rollout_id, current.capture, True)
+            self.capture_named[str(path)] = named
         else:
             current = CaptureFiles(store, key.rollout_id, str(path), current.incomplete)
+            if self.store_named.setdefault(store, named) != named:  # most files share their store's
+                self.capture_named[str(path)] = named
         stores[store] = current
-        self.capture_named[str(path)] = named
 
 
 def _has_content(path: Path) -> bool:

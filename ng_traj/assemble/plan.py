@@ -181,7 +181,7 @@ def plan(
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
         files = [stores[store] for store in sorted(stores)]
-        known = index.runs_by_id.get(rollout, set())
+        known = index.runs_by_id.get(rollout, ())
         runs = manifest_runs([manifest_run] if manifest_run else [], known, index.labels)
         if len(runs) == 1 and (rollout, next(iter(runs))) not in index.repeated:
             attached.setdefault((rollout, next(iter(runs))), []).extend(files)
@@ -306,7 +306,9 @@ def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:
             message = f"rollout id {key[0]} also on line {seen[key].line}: artifacts attach to neither row"
             sink.add(Diagnostic("warning", "rollout_id_repeated", message, path=str(row.file.path), line=row.line))
         seen.setdefault(key, row)
-        index.runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
+        runs = index.runs_by_id.get(row.identity.rollout_id, ())
+        if row.file.run not in runs:
+            index.runs_by_id[row.identity.rollout_id] = (*runs, row.file.run)
         for run_id in row.run_ids:
             index.rows_by_run_id.setdefault(run_id, set()).add(key)
     return index
