@@ -321,11 +321,16 @@ def _unit_named(inputs: Inputs, units: Sequence[NativeUnit]) -> set[str]:
 def _attribute_units(
     inputs: Inputs, index: RowIndex, manifest: list[ManifestEntry], stats: PlanStats, sink: DiagnosticSink
 ) -> dict[tuple[str, ...], list]:
-    """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``."""
+    """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``.
+
+    Takes each reader's files out of ``inputs.native`` (which ``Inputs.planned`` empties anyway).
+    """
     captured = CaptureIds(inputs.capture)
     targets: dict[tuple[str, ...], list] = {}
     for name in sorted(inputs.native):
-        for unit in index_units(name, sorted(inputs.native[name]), sink):
+        files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
+        files.sort()
+        for unit in index_units(name, files, sink):
             where = attribute(unit, index, manifest, captured, _tool_sets)
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
