@@ -46,7 +46,9 @@ class Attribution:
 class RowIndex:
     """What attribution needs of the planned rows."""
 
-    runs_by_id: dict[str, set[str]]
+    runs_by_id: dict[str, tuple[str, ...]]
+    """The runs holding each rollout id, each once (a tuple, not a set: most ids are in one run, and a
+    rollout's entry is the planning memory that grows with the corpus)."""
     rows_by_run_id: dict[str, set[RowKey]]
     capture_ids: set[str]
     repeated: set[RowKey] = field(default_factory=set)
@@ -76,7 +78,7 @@ def runs_named(name: str, runs: Iterable[str]) -> set[str]:
     return {run for run in runs if run == name or Path(run).name == name or run.endswith("/" + name)}
 
 
-def manifest_runs(named: Iterable[str], known: set[str], every_run: Iterable[str]) -> set[str]:
+def manifest_runs(named: Iterable[str], known: Iterable[str], every_run: Iterable[str]) -> set[str]:
     """The runs holding a rollout id (``known``) that the manifest's ``run`` values ``named`` name.
 
     All of ``known`` when nothing is named, or when the names match no run of the build at all (the
@@ -146,6 +148,8 @@ def _responses(path: str) -> Iterator[dict[str, Any]]:
 
 
 def _manifest_targets(unit: NativeUnit, manifest: list[ManifestEntry]) -> set[tuple[str, str | None]]:
+    if not manifest:  # nothing to match: the unit's paths are not resolved
+        return set()
     paths = [resolved(Path(path)) for path in unit.paths]
     targets = set()
     for entry in manifest:
@@ -182,10 +186,10 @@ def attribute(
         gap = ObservationGap(code="rollout_attribution_ambiguous", detail="rollouts=" + ",".join(rollouts))
         return Attribution(gap=gap, reason=f"{method} names several rollouts ({', '.join(rollouts)})")
     rollout = rollouts[0]
-    known = rows.runs_by_id.get(rollout, set())
+    known = rows.runs_by_id.get(rollout, ())
     named = {run for _, run in targets if run}
     runs = manifest_runs(named, known, rows.labels)
-    if len(runs) == 1 and runs <= known:
+    if len(runs) == 1 and runs <= set(known):
         return Attribution(row=(rollout, next(iter(runs))), reason=method)
     if not known and rollout in rows.capture_ids:
         return Attribution(capture_id=rollout, reason=method)

@@ -8,6 +8,7 @@ name, or the manifest's rollout id) and store folder; nothing is read yet beyond
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
-from ng_traj.io.files import open_regular, resolved
+from ng_traj.io.files import NOT_REGULAR, resolved
 from ng_traj.io.lines import STREAM_INVALID, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import KINDS, claims, walk
@@ -51,7 +52,9 @@ class Inputs:
     Attributes:
         rollout_files: Rollouts files, sorted by path.
         capture: Capture files and markers per (rollout id, manifest run), per store.
-        capture_named: The named input each capture artifact was found under.
+        capture_named: The named input each marker, and each capture file found under another named
+            input than the first file of its store, was found under.
+        store_named: The named input the first capture file of each store was found under.
         native: Files claimed by each native reader (``sources/native.py``), by reader name.
         native_named: The named input each native file was found under.
         by_kind: Files per kind (``rollouts``, ``capture``, ``unsupported``, ``unclaimed``, ``ambiguous``).
@@ -64,6 +67,7 @@ class Inputs:
     rollout_files: list[RolloutFile] = field(default_factory=list)
     capture: dict[tuple[str, str | None], dict[str, CaptureFiles]] = field(default_factory=dict)
     capture_named: dict[str, str] = field(default_factory=dict)
+    store_named: dict[str, str] = field(default_factory=dict)
     by_kind: Counter[str] = field(default_factory=Counter)
     named: list[str] = field(default_factory=list)
     unsupported: list[tuple[str, str]] = field(default_factory=list)
@@ -75,13 +79,22 @@ class Inputs:
     def planned(self) -> None:
         """Drop the per-file indexes once the plan has consumed them: they grow with the corpus, and
         the slots hold what the build needs (memory per rollout is one index entry)."""
-        for index in (self.rollout_files, self.capture, self.capture_named, self.native, self.native_named):
+        for index in (
+            self.rollout_files,
+            self.capture,
+            self.capture_named,
+            self.store_named,
+            self.native,
+            self.native_named,
+        ):
             index.clear()
 
     def named_for(self, files: CaptureFiles) -> str:
         """The named input a store's capture artifacts for one rollout were found under."""
+        if files.capture:
+            return self.capture_named.get(files.capture) or self.store_named[files.store]
         marker = str(Path(files.store) / f"{files.rollout_id}{INCOMPLETE_SUFFIX}")
-        return self.capture_named.get(files.capture or marker, files.store)
+        return self.capture_named.get(marker, files.store)
 
     def add_capture(self, path: Path, key: CaptureKey, named: str) -> None:
         self.capture_enabled = True
@@ -91,10 +104,12 @@ class Inputs:
         current = stores.get(store, CaptureFiles(store, key.rollout_id))
         if path.name.endswith(INCOMPLETE_SUFFIX):
             current = CaptureFiles(store, key.rollout_id, current.capture, True)
+            self.capture_named[str(path)] = named
         else:
             current = CaptureFiles(store, key.rollout_id, str(path), current.incomplete)
+            if self.store_named.setdefault(store, named) != named:  # most files share their store's
+                self.capture_named[str(path)] = named
         stores[store] = current
-        self.capture_named[str(path)] = named
 
 
 def _has_content(path: Path) -> bool:
@@ -151,18 +166,21 @@ def discover(
 
     for named in [*paths, *(entry.path for entry in manifest)]:
         named_entry = attributed.get(resolved(named)) if attributed else None
+        named_text = str(named)  # one string per named input, shared by the index entries of its files
         for file in walk(named, unreadable):
-            identity = _file_identity(file)
+            link = _lstat(file)
+            identity = (link.st_dev, link.st_ino) if link is not None else file.absolute()
             if identity == output:
                 _refuse_output(file, named, exclude)  # type: ignore[arg-type]
                 continue
             if identity in seen:
-                if seen[identity] != str(named):
-                    inputs.overlaps.setdefault(str(named), set()).add(seen[identity])
+                if seen[identity] != named_text:
+                    inputs.overlaps.setdefault(named_text, set()).add(seen[identity])
                 continue
-            seen[identity] = str(named)
+            seen[identity] = named_text
             entry = (attributed.get(resolved(file)) or named_entry) if attributed else None
-            _classify(inputs, file, str(named), file == named, force_kind, entry, sink)
+            mode = link.st_mode if link is not None and not stat.S_ISLNK(link.st_mode) else None
+            _classify(inputs, file, named_text, file == named, force_kind, entry, sink, mode)
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     return inputs
 
@@ -180,13 +198,36 @@ def _refuse_output(file: Path, named: Path, output: Path) -> None:
 
 
 def _file_identity(file: Path) -> object:
-    """The same file reached by two paths (overlapping inputs) has one identity; a symlink is its own
-    file (it may be refused while its target is read)."""
+    """The same file reached by two paths (overlapping inputs) has one identity, ``(st_dev, st_ino)``
+    of its ``lstat``; a symlink is its own file (it may be refused while its target is read); a file
+    that cannot be ``lstat``-ed is its absolute path."""
+    link = _lstat(file)
+    return (link.st_dev, link.st_ino) if link is not None else file.absolute()
+
+
+def _lstat(file: Path) -> os.stat_result | None:
     try:
-        stat = os.lstat(file)
+        return os.lstat(file)
     except OSError:
-        return file.absolute()
-    return (stat.st_dev, stat.st_ino)
+        return None
+
+
+def _check_readable(file: Path) -> None:
+    """Raise ``OSError`` unless ``file`` is a regular file this process can open for reading.
+
+    The file is opened as ``io/files.py``'s ``open_regular`` opens it (without blocking, checked on
+    the descriptor) and closed at once, without making a file object.
+
+    Raises:
+        OSError: It cannot be opened; ``errno.EINVAL`` with :data:`NOT_REGULAR` when the descriptor
+            is not a regular file (it was replaced since it was listed).
+    """
+    descriptor = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR, str(file))
+    finally:
+        os.close(descriptor)
 
 
 def _classify(
@@ -197,15 +238,17 @@ def _classify(
     force_kind: str | None,
     entry: ManifestEntry | None,
     sink: DiagnosticSink,
+    mode: int | None = None,
 ) -> None:
+    """Claim ``file`` for one reader and index it in ``inputs`` (or report why not); ``mode`` is its
+    ``st_mode`` when the caller has it (saves a ``stat``)."""
     try:
-        if not stat.S_ISREG(os.stat(file).st_mode):
+        if not stat.S_ISREG(os.stat(file).st_mode if mode is None else mode):
             message = "not a regular file (a pipe, device or socket): inputs are read by byte offset; skipped"
             inputs.by_kind["unclaimed"] += 1
             _report(sink, "input_unclaimed", file, message, True)
             return
-        with open_regular(file):
-            pass
+        _check_readable(file)
     except OSError as exc:
         inputs.by_kind["unreadable"] += 1
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(file)))
@@ -249,4 +292,5 @@ def _classify(
             if entry
             else (capture_rollout_id(file.name) or logical_name(file.name).removesuffix(".jsonl"))
         )
-        inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)
+        # one string per rollout id, however many stores (policy, judge) hold a file of it
+        inputs.add_capture(file, CaptureKey(sys.intern(rollout), entry.run if entry else None), named)

@@ -16,6 +16,7 @@ from ng_traj.assemble.inputs import Inputs, discover
 from ng_traj.assemble.plan import PlanStats, Slot, plan
 from ng_traj.assemble.run import BuildTally, run_slots
 from ng_traj.diagnostics import LINE_SKIP_CODES, DiagnosticSink
+from ng_traj.io.files import resolved_folders
 from ng_traj.sources.manifest import ManifestEntry
 
 
@@ -77,8 +78,9 @@ def prepare(
     Raises:
         RunError: A named input does not exist.
     """
-    inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest, exclude=exclude)
-    slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes, manifest=manifest)
+    with resolved_folders():  # the inputs are taken not to change while they are discovered and planned
+        inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest, exclude=exclude)
+        slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes, manifest=manifest)
     inputs.planned()
     return inputs, slots, stats
 

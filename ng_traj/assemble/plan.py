@@ -181,7 +181,7 @@ def plan(
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
         files = [stores[store] for store in sorted(stores)]
-        known = index.runs_by_id.get(rollout, set())
+        known = index.runs_by_id.get(rollout, ())
         runs = manifest_runs([manifest_run] if manifest_run else [], known, index.labels)
         if len(runs) == 1 and (rollout, next(iter(runs))) not in index.repeated:
             attached.setdefault((rollout, next(iter(runs))), []).extend(files)
@@ -194,25 +194,36 @@ def plan(
         _orphan(inputs, index, rollout, files, runs, native.get(("capture", rollout), []), stats, sink)
         for rollout, (files, runs) in orphans.items()
     ]
-    for row in rows:
+    shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct set of named inputs
+    rows.reverse()
+    while rows:  # in file order, each row's index entry dropped as its slot is made (never all of both held)
+        row = rows.pop()
         key = (row.identity.rollout_id, row.file.run)
         capture = tuple(attached.get(key, ())) if row.identity.derived else ()
         units = tuple(native.get(("row", *key), ()))
         named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
+        named = shared.setdefault(named, named)
         location = (str(row.file.path), row.line, row.offset, row.size)
         slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units))
     own: list[Slot] = native.get(("own",), [])  # type: ignore[assignment]
     slots.extend(_separate_repeated_sessions(own, sink))
     slots.sort(key=lambda slot: slot.sort_key(index.labels))
-    return [_labelled(slot, index.labels) for slot in slots], stats
+    file_labels: dict[tuple[str, str], str] = {}
+    for position, slot in enumerate(slots):
+        slots[position] = _labelled(slot, index.labels, file_labels)
+    return slots, stats
 
 
-def _labelled(slot: Slot, labels: Mapping[str, str]) -> Slot:
-    """``slot`` with the labels of its run and rollouts file (a sidecar is named beside its run)."""
+def _labelled(slot: Slot, labels: Mapping[str, str], file_labels: dict[tuple[str, str], str]) -> Slot:
+    """``slot`` with the labels of its run and rollouts file (a sidecar is named beside its run);
+    ``file_labels`` holds the file label of each (run label, rollouts file) made so far, one string each."""
     if slot.run is None or slot.path is None:
         return slot
     label = labels.get(slot.run, slot.run)
-    return replace(slot, run_label=label, file_label=str(PurePosixPath(label).with_name(Path(slot.path).name)))
+    file_label = file_labels.get((label, slot.path))
+    if file_label is None:
+        file_label = file_labels[(label, slot.path)] = str(PurePosixPath(label).with_name(Path(slot.path).name))
+    return replace(slot, run_label=label, file_label=file_label)
 
 
 def _separate_repeated_sessions(own: list[Slot], sink: DiagnosticSink) -> list[Slot]:
@@ -295,7 +306,9 @@ def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:
             message = f"rollout id {key[0]} also on line {seen[key].line}: artifacts attach to neither row"
             sink.add(Diagnostic("warning", "rollout_id_repeated", message, path=str(row.file.path), line=row.line))
         seen.setdefault(key, row)
-        index.runs_by_id.setdefault(row.identity.rollout_id, set()).add(row.file.run)
+        runs = index.runs_by_id.get(row.identity.rollout_id, ())
+        if row.file.run not in runs:
+            index.runs_by_id[row.identity.rollout_id] = (*runs, row.file.run)
         for run_id in row.run_ids:
             index.rows_by_run_id.setdefault(run_id, set()).add(key)
     return index
@@ -308,11 +321,16 @@ def _unit_named(inputs: Inputs, units: Sequence[NativeUnit]) -> set[str]:
 def _attribute_units(
     inputs: Inputs, index: RowIndex, manifest: list[ManifestEntry], stats: PlanStats, sink: DiagnosticSink
 ) -> dict[tuple[str, ...], list]:
-    """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``."""
+    """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``.
+
+    Takes each reader's files out of ``inputs.native`` (which ``Inputs.planned`` empties anyway).
+    """
     captured = CaptureIds(inputs.capture)
     targets: dict[tuple[str, ...], list] = {}
     for name in sorted(inputs.native):
-        for unit in index_units(name, sorted(inputs.native[name]), sink):
+        files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
+        files.sort()
+        for unit in index_units(name, files, sink):
             where = attribute(unit, index, manifest, captured, _tool_sets)
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")

@@ -9,9 +9,12 @@ descriptor itself: there is no moment between the check and the read.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import errno
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -51,13 +54,73 @@ def read_regular(path: str | Path) -> bytes:
         return handle.read()
 
 
+RESOLVED_FOLDERS = 4096
+"""Folders :func:`resolved_folders` keeps at most (then it starts again): its memory is bounded
+(about a megabyte) whatever the number of sessions, and files are met folder by folder (discovery
+walks in sorted order), so the folders above the next files are the ones kept."""
+_FOLDERS: contextvars.ContextVar[dict[str, str] | None] = contextvars.ContextVar("resolved_folders", default=None)
+
+
+@contextlib.contextmanager
+def resolved_folders() -> Iterator[None]:
+    """Within the block, :func:`resolved` resolves each folder once and what is below it by name.
+
+    For discovery and planning, which resolve every session file's path (attribution by the names of
+    the folders above it, manifest paths) while the inputs do not change: resolving a path walks
+    every component with an ``lstat``, and a build's files share their upper folders. A component
+    that is a symlink (or ``.`` or ``..``) is still resolved with everything above it, so every path
+    resolves to what :func:`resolved` gives without the block. The cache is this context's only
+    (another thread sees none), holds at most :data:`RESOLVED_FOLDERS` folders, and is dropped at the end.
+    """
+    token = _FOLDERS.set({})
+    try:
+        yield
+    finally:
+        _FOLDERS.reset(token)
+
+
 def resolved(path: Path) -> Path:
     """``path`` made absolute with symlinks resolved, as far as they resolve.
 
     ``Path.resolve()`` raises ``RuntimeError`` on a symlink loop (Python 3.11 and 3.12) and
     ``OSError`` where a component cannot be read; such a path is returned absolute, unresolved (it is
-    reported where it is read).
+    reported where it is read). Inside :func:`resolved_folders`, a path whose last component is no
+    symlink (nor ``.`` or ``..``) is its folder's resolution joined with its name: the same path, as
+    resolving leaves such a name as it is.
     """
+    folders = _FOLDERS.get()
+    if folders is None or not _plain(path):
+        return _resolved(path)
+    return Path(os.path.join(_folder(path.parent, folders), path.name))
+
+
+def _plain(path: Path) -> bool:
+    """Whether resolving ``path`` only resolves its folder: its last part is a name that is no symlink."""
+    return path.name not in ("", ".", "..") and not os.path.islink(path)
+
+
+def _folder(path: Path, folders: dict[str, str]) -> str:
+    """:func:`resolved` of a folder as text, from (and into) ``folders``: the nearest folder above it
+    that is cached, or whose last part is not :func:`_plain`, resolved, and the names below it joined
+    on (text, not ``Path`` objects: a build has a folder per session)."""
+    if len(folders) >= RESOLVED_FOLDERS:
+        folders.clear()
+    names: list[tuple[str, str]] = []  # (key, name) of the plain folders between, deepest first
+    key = str(path)
+    while (found := folders.get(key)) is None:
+        if not _plain(path):
+            found = folders[key] = str(_resolved(path))
+            break
+        names.append((key, path.name))
+        path = path.parent
+        key = str(path)
+    for key, name in reversed(names):
+        joined = os.path.join(found, name)
+        found = folders[key] = key if joined == key else joined  # a folder without symlinks: its own text
+    return found
+
+
+def _resolved(path: Path) -> Path:
     try:
         return path.resolve()
     except (RuntimeError, OSError):

@@ -106,6 +106,7 @@ def walk(path: Path, on_error: Callable[[OSError], None] | None = None) -> Itera
         return
     for root, dirs, files in os.walk(path, onerror=on_error):
         dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+        folder = Path(root)
         for name in sorted(files):
             if not name.startswith("."):
-                yield Path(root) / name
+                yield folder / name

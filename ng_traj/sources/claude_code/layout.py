@@ -81,8 +81,10 @@ def is_companion(path: Path) -> bool:
     """True for a sub-agent ``.meta.json`` or a file in a session's ``tool-results`` folder."""
     if path.name.startswith(AGENT_PREFIX) and path.name.endswith(META_SUFFIX) and SUBAGENTS in path.parts:
         return True
+    if path.parent.name != TOOL_RESULTS:  # before the session folder is worked out: every input file is asked
+        return False
     folder = session_folder(path)
-    return path.parent.name == TOOL_RESULTS and folder.with_name(f"{folder.name}.jsonl").is_file()
+    return folder.with_name(f"{folder.name}.jsonl").is_file()
 
 
 def discover(folder: Path, root: Path | None) -> Session:

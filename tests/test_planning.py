@@ -1,0 +1,121 @@
+"""Discovery and planning work done once: folders resolved once per build, files checked without
+file objects; every path and every diagnostic as without those shortcuts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from ng_traj.assemble.inputs import discover
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io import files
+from ng_traj.io.files import resolved, resolved_folders
+
+
+def _tree(root: Path) -> list[Path]:
+    """Paths through plain folders, a folder symlink, a file symlink, a loop, ``..`` and missing names."""
+    (root / "real" / "deep").mkdir(parents=True)
+    (root / "real" / "deep" / "f.jsonl").write_text("{}\n")
+    (root / "link").symlink_to(root / "real", target_is_directory=True)
+    (root / "real" / "file_link.jsonl").symlink_to(root / "real" / "deep" / "f.jsonl")
+    (root / "loop_a").symlink_to(root / "loop_b")
+    (root / "loop_b").symlink_to(root / "loop_a")
+    (root / "real" / "up").symlink_to("..", target_is_directory=True)
+    return [
+        root / "real" / "deep" / "f.jsonl",
+        root / "link" / "deep" / "f.jsonl",
+        root / "link" / "file_link.jsonl",
+        root / "real" / "up" / "link" / "deep" / "f.jsonl",
+        root / "link" / "deep" / ".." / "deep" / "f.jsonl",
+        root / "loop_a" / "x.jsonl",
+        root / "loop_a",
+        root / "real" / "missing" / "x.jsonl",
+        root / "real" / "deep",
+        Path("relative") / "x.jsonl",
+        Path("."),
+        Path("/"),
+    ]
+
+
+def test_paths_resolve_the_same_with_folders_cached(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = _tree(tmp_path)
+    plain = [resolved(path) for path in paths]
+    assert plain[1] == plain[0] and plain[2] == plain[0] and plain[3] == plain[0]
+    assert plain[5] == paths[5] and plain[7] == paths[7]  # a loop is left absolute, a missing name as it is
+    with resolved_folders():
+        cached = [resolved(path) for path in paths]
+        again = [resolved(path) for path in reversed(paths)][::-1]  # from the cache this time
+    assert cached == plain and again == plain
+
+
+def test_a_full_folder_cache_starts_again_with_the_same_paths(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = _tree(tmp_path)
+    plain = [resolved(path) for path in paths]
+    monkeypatch.setattr(files, "RESOLVED_FOLDERS", 2)
+    with resolved_folders():
+        assert [resolved(path) for path in paths * 2] == plain * 2
+
+
+def test_the_folder_cache_ends_with_its_block(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    file = tmp_path / "x" / "f.jsonl"
+    (tmp_path / "x").symlink_to(tmp_path / "a", target_is_directory=True)
+    with resolved_folders():
+        assert resolved(file) == tmp_path / "a" / "f.jsonl"
+    (tmp_path / "x").unlink()
+    (tmp_path / "x").symlink_to(tmp_path / "b", target_is_directory=True)
+    assert resolved(file) == tmp_path / "b" / "f.jsonl"  # the next build resolves afresh
+    with resolved_folders():
+        assert resolved(file) == tmp_path / "b" / "f.jsonl"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_a_file_that_cannot_be_opened_is_one_unreadable_file(tmp_path):
+    locked = tmp_path / "in" / "locked.jsonl"
+    locked.parent.mkdir()
+    locked.write_text('{"responses_create_params": {}}\n')
+    locked.chmod(0o000)
+    diagnostics: list[Diagnostic] = []
+    try:
+        inputs = discover([locked.parent], DiagnosticSink(diagnostics.append))
+    finally:
+        locked.chmod(0o600)
+    assert inputs.by_kind == {"unreadable": 1}
+    assert [(d.severity, d.code, d.message, d.path) for d in diagnostics] == [
+        ("error", "unreadable_file", "Permission denied", str(locked))
+    ]
+
+
+def test_a_symlink_to_a_pipe_is_unclaimed_and_its_target_checked(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    (folder / "rows.jsonl").symlink_to(tmp_path / "pipe")
+    diagnostics: list[Diagnostic] = []
+    inputs = discover([folder], DiagnosticSink(diagnostics.append))
+    assert inputs.by_kind == {"unclaimed": 1}
+    assert [d.code for d in diagnostics] == ["input_unclaimed"]
+    assert "not a regular file" in diagnostics[0].message
+
+
+def test_capture_files_name_the_input_each_was_found_under(tmp_path):
+    store = tmp_path / "capture" / "policy"
+    store.mkdir(parents=True)
+    for rollout in ("0-0", "0-1", "0-2"):
+        (store / f"{rollout}.capture.jsonl").write_text('{"model_call_id": "m", "dialect": "responses"}\n')
+    (store / "0-3.capture.incomplete").write_text("")
+    named_file = store / "0-1.capture.jsonl"  # named first: the store's first file, then the folder's others
+    inputs = discover([named_file, tmp_path / "capture"], DiagnosticSink())
+    found = {key[0]: inputs.named_for(files) for key, stores in inputs.capture.items() for files in stores.values()}
+    assert found == {
+        "0-0": str(tmp_path / "capture"),
+        "0-1": str(named_file),
+        "0-2": str(tmp_path / "capture"),
+        "0-3": str(tmp_path / "capture"),
+    }
+    assert inputs.overlaps == {str(tmp_path / "capture"): {str(named_file)}}
