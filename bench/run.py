@@ -117,14 +117,17 @@ def timed(label: str, command: list[str], repeat: int = 1, output: Path | None =
     """Run ``command`` ``repeat`` times; return its best wall time and the peak RSS of its largest process.
 
     The best of several runs is the one least disturbed by other work on a shared machine. ``output``
-    is removed before each run (and after the last), so every build writes a fresh output.
+    is removed before each run (and after the last), so every build writes a fresh output. Children
+    may write bytecode caches (``PYTHONDONTWRITEBYTECODE`` is dropped), as an installed package has
+    them: otherwise every run would compile ng-traj's modules again.
     """
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONDONTWRITEBYTECODE"}
     runs = []
     for _ in range(repeat):
         if output is not None:
             _remove(output)
         start = time.perf_counter()
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
         _, status, usage = os.wait4(process.pid, 0)
         seconds = time.perf_counter() - start
         runs.append(Run(label, seconds, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)))
