@@ -293,7 +293,7 @@ def _metadata_as_given(metadata: dict[str, Any]) -> bool:
 def _capture(state: _State, calls: Sequence[Mapping[str, Any]], gaps: Sequence[Any]) -> None:
     positions = {call.model_call_id: i for i, call in enumerate(state.model_calls) if call.model_call_id is not None}
     for raw in calls:
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, (dict, Mapping)):  # a dict is checked without the ABC's lookup
             continue
         projected = project_call(raw)
         call_id = raw.get("model_call_id")

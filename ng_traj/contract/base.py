@@ -66,7 +66,7 @@ def built_model(cls: type[M], values: dict[str, Any], fields_set: set[str] | Non
         values: Every field of ``cls``, in declaration order (the order the JSON writers follow).
         fields_set: The fields given explicitly (``model_fields_set``); all of ``values`` when ``None``.
     """
-    model = cls.__new__(cls)
+    model = _new(cls)
     _set_attribute(model, "__dict__", values)
     _set_attribute(model, "__pydantic_fields_set__", set(values) if fields_set is None else fields_set)
     _set_attribute(model, "__pydantic_extra__", None)
@@ -74,4 +74,5 @@ def built_model(cls: type[M], values: dict[str, Any], fields_set: set[str] | Non
     return model
 
 
+_new = object.__new__
 _set_attribute = object.__setattr__

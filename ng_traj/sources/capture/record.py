@@ -350,6 +350,16 @@ def _model_ref(value: Any) -> Any:
     for ``None``, else ``_INVALID`` (left to pydantic to coerce or reject)."""
     if value is None:
         return None
-    if type(value) is dict and value.get("type") == "responses_api_models" and type(value.get("name")) is str:
-        return built_model(ModelServerRef, {"type": "responses_api_models", "name": value["name"]})
+    if type(value) is dict and value.get("type") == "responses_api_models" and type(name := value.get("name")) is str:
+        ref = _SERVER_REFS.get(name)
+        if ref is None:
+            ref = built_model(ModelServerRef, {"type": "responses_api_models", "name": name})
+            if len(_SERVER_REFS) < 1024:
+                _SERVER_REFS[name] = ref
+        return ref
     return _INVALID
+
+
+_SERVER_REFS: dict[str, ModelServerRef] = {}
+"""One ``ModelServerRef`` per server name, shared by the records of its calls (a run has a few servers;
+a ref is never changed after it is made)."""
