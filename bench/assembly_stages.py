@@ -39,7 +39,16 @@ BUILD_STAGES = (
 )
 """Functions ``assemble/build.py`` calls by their module-level names (each timed where it is called)."""
 
-ASSEMBLY = ("derive", "build_trajectory", "encode", "join_bundles", "validated_bundle", "judge_calls_of_row")
+ASSEMBLY = (
+    "derive",
+    "capture_from_evidence",
+    "build_trajectory",
+    "encode",
+    "join_bundles",
+    "validated_bundle",
+    "judge_calls_of_row",
+    "attach_bundle",
+)
 """The stages summed as ``assembly+encoding`` (capture derivation to the encoded line)."""
 
 
