@@ -6,6 +6,7 @@ import orjson
 import pytest
 from pydantic import ValidationError
 
+from ng_traj.contract import ModelCallRecord, ModelServerRef
 from ng_traj.sources.capture.record import cache_signal, derive_record, parse_arguments, token_stats
 from ng_traj.sources.capture.sse import iter_events, parse_events, reassemble
 
@@ -360,3 +361,80 @@ def test_sse_fields_follow_the_specification():
 def test_sse_comment_and_unknown_fields_dispatch_nothing():
     assert list(iter_events(": ping\n\nid: 3\n\nretry: 5\n\n")) == []
     assert list(iter_events("data: x\n:comment inside\ndata: y\n\n")) == [("message", "x\ny")]
+
+
+RECORDED = {
+    "model_call_id": "c1",
+    "dialect": "responses",
+    "model_ref": {**POLICY, "extra": "ignored"},
+    "status_code": 200,
+    "started_at": 10.5,
+    "completed_at": 11.0,
+    "latency_ms": 500.0,
+    "latency_ttft_ms": 20.0,
+    "upstream_attempted": True,
+    "response_source": "upstream",
+    "upstream_status_code": 200,
+    "local_response_reason": None,
+    "error_category": None,
+    "client_session_id": "s1",
+    "request": {"model": "m", "input": "hi"},
+    "response": {
+        "id": "resp_1",
+        "status": "completed",
+        "output": [{"type": "function_call", "call_id": "t1", "name": "ls", "arguments": "{}"}],
+        "usage": {"input_tokens": 3, "output_tokens": 2},
+    },
+}
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"started_at": 10, "completed_at": 11, "latency_ms": 500, "latency_ttft_ms": 20},
+        {"status_code": 200.0, "upstream_status_code": "502"},
+        {"upstream_attempted": "true"},
+        {"upstream_attempted": 1, "response_source": "local", "local_response_reason": "empty_assistant"},
+        {"model_ref": None, "dialect": None},
+    ],
+    ids=["as_recorded", "int_times", "coerced_codes", "string_bool", "int_bool", "nulls"],
+)
+def test_record_made_without_validation_is_the_validated_one(changes):
+    """A line whose values have their types is made without validating them again; one that needs
+    pydantic's lax coercion is validated. Either way the record is the one validation gives."""
+    record = derive_record({**RECORDED, **changes}, call_index=4)
+    validated = ModelCallRecord.model_validate(
+        {**record.__dict__, "model_ref": record.model_ref and record.model_ref.model_dump()}
+    )
+    assert record == validated
+    assert [type(v) for v in record.__dict__.values()] == [type(v) for v in validated.__dict__.values()]
+    assert record.model_dump_json() == validated.model_dump_json()
+    assert list(record.__dict__) == list(ModelCallRecord.model_fields)
+    assert isinstance(record.model_ref, ModelServerRef | None)
+
+
+def test_line_types_are_coerced_as_upstream_does():
+    record = derive_record(
+        {**RECORDED, "started_at": 10, "upstream_attempted": "true", "status_code": 200.0}, call_index=0
+    )
+    assert (record.started_at, type(record.started_at)) == (10.0, float)
+    assert record.upstream_attempted is True
+    assert (record.status_code, type(record.status_code)) == (200, int)
+    assert record.model_ref == ModelServerRef(**POLICY)
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"response_source": "remote"},
+        {"model_ref": {"type": "responses_api_models"}},
+        {"model_ref": {"type": "responses_api_models", "name": 3}},
+        {"status_code": "two hundred"},
+        {"latency_ms": "fast"},
+        {"model_call_id": 7},
+    ],
+)
+def test_values_the_record_rejects_still_fail_the_line(changes):
+    with pytest.raises(ValidationError):
+        derive_record({**RECORDED, **changes}, call_index=0)

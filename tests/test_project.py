@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
-from ng_traj.assemble.project import ProjectionInputs, project
+import pytest
+from pydantic import ValidationError
+
+from ng_traj.assemble.project import ProjectionInputs, project, project_call
 from ng_traj.assemble.rollout import build_trajectory, fallback_invocation
+from ng_traj.contract import ModelServerRef, TrajectoryModelCall, TrajectoryRecord, TrajectoryToolCall
+from ng_traj.writers.jsonl import record_json
 
 POLICY = {"type": "responses_api_models", "name": "policy"}
 
@@ -234,3 +239,96 @@ def test_raw_bodies_stand_in_for_unparsed_payloads():
     call = record.model_calls[0]
     assert (call.request, call.response) == ("[1, 2]", "oops")
     assert (call.response_metadata.status_code, call.response_metadata.error_category) == (422, "client_error")
+
+
+CAPTURED = {
+    "model_call_id": "c1",
+    "response_id": "resp_1",
+    "model_ref": ModelServerRef(**POLICY),
+    "model": "m",
+    "dialect": "responses",
+    "status_code": 200,
+    "response_source": "upstream",
+    "started_at": 1.0,
+    "completed_at": 2.0,
+    "latency_total_ms": 1000.0,
+    "latency_ttft_ms": 5.0,
+    "tokens_in": 3,
+    "tokens_out": 2,
+    "request": {"input": [{"role": "user", "content": "hi"}]},
+    "response": {"id": "resp_1", "status": "completed", "output": [{"type": "message", "role": "assistant"}]},
+}
+
+
+def _validated_call(raw: dict) -> TrajectoryModelCall:
+    """The call as pydantic validates it from the mapping's JSON (what ``project_call`` must equal)."""
+    call = project_call(raw)
+    return TrajectoryModelCall.model_validate(call.model_dump(mode="json"))
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"started_at": 1, "latency_total_ms": 1000, "latency_ttft_ms": 5},
+        {"model_ref": dict(POLICY), "status_code": 200.0},
+        {"model_ref": None, "response": None, "response_raw": "event: x", "request": None, "request_raw": "raw"},
+    ],
+    ids=["as_derived", "int_times", "recorded_json", "raw_bodies"],
+)
+def test_projected_call_is_the_validated_one(changes):
+    raw = {**CAPTURED, **changes}
+    call = project_call(raw)
+    validated = _validated_call(raw)
+    assert call == validated
+    assert record_json(call) == record_json(validated)
+    for part in ("response_metadata", "token_stats", None):
+        mine, theirs = (getattr(c, part) if part else c for c in (call, validated))
+        assert [type(v) for v in mine.__dict__.values()] == [type(v) for v in theirs.__dict__.values()], part
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [{"latency_ttft_ms": -1.0}, {"latency_total_ms": -0.5}, {"response_source": "remote"}, {"started_at": "soon"}],
+)
+def test_values_the_contract_rejects_still_fail_the_call(changes):
+    with pytest.raises(ValidationError):
+        project_call({**CAPTURED, **changes})
+
+
+def _owning_bundle(**ref) -> dict:
+    return {
+        "source": "pi",
+        "records": [
+            {
+                "kind": "agent_invocation",
+                "invocation_id": "root",
+                "conversation": [{"role": "user", "content": "hi"}],
+                "model_calls": [ref],
+            },
+            {"kind": "tool_call", "invocation_id": "root", "tool_call_id": "t1", "status": "completed"},
+        ],
+    }
+
+
+def test_synthesised_turns_and_tools_are_the_validated_ones():
+    inputs = ProjectionInputs("t", "0-1", bundles=[_owning_bundle(model_call_id="c1")], capture_calls=[CAPTURED])
+    record = project(inputs)
+    again = TrajectoryRecord.model_validate_json(record_json(record))
+    assert record == again
+    assert record_json(record) == record_json(again)
+    assert [type(v) for v in record.turns[0].__dict__.values()] == [type(v) for v in again.turns[0].__dict__.values()]
+    assert (record.turns[0].turn_no, record.turns[0].model_calls[0].model_call_id) == (1, "c1")
+    assert record.tool_calls[0] == TrajectoryToolCall(invocation_id="root", tool_call_id="t1", status="completed")
+
+
+def test_a_turn_whose_call_has_no_join_key_fails_the_projection():
+    call = {**CAPTURED, "model_call_id": None, "model_ref": None}
+    record, failed = build_trajectory(
+        ProjectionInputs(
+            "t", "0-1", bundles=[_owning_bundle(response_id="resp_1", model_ref=POLICY)], capture_calls=[call]
+        )
+    )
+    assert isinstance(failed, ValidationError)
+    assert failed.errors()[0]["type"] == "missing_join_key"
+    assert _gaps(record) == [("trajectory_projection_failed", None, "ValidationError")]

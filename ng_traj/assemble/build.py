@@ -226,7 +226,10 @@ def _capture(slot: Slot, row: dict[str, Any] | None, options: BuildOptions, sink
 
 @dataclass
 class _Bundles:
-    """The observation bundles of one slot, in precedence order, and what the native readers added."""
+    """The observation bundles of one slot, in precedence order, and what the native readers added.
+
+    ``joined`` is the bundle ``--attach`` writes (:func:`attach_bundle`), made only with ``--attach``.
+    """
 
     values: list[Any] = field(default_factory=list)
     joined: AgentObservationBundle | None = None
@@ -291,7 +294,7 @@ def _bundles(
         result.values.append(value)
     for native, bundle in zip(natives, to_join, strict=True):
         result.values.append(bundle.model_copy(update={"gaps": dedupe_gaps([*bundle.gaps, *native.gaps])}))
-    if capture.recomputed or natives:
+    if options.attach and (capture.recomputed or natives):
         result.joined = attach_bundle([v for v in result.values if isinstance(v, AgentObservationBundle)])
     return result
 

@@ -23,6 +23,7 @@ from ng_traj.contract import (
     ModelCallRef,
     ObservationGap,
 )
+from ng_traj.contract.base import built_model
 from ng_traj.contract.observations import dedupe_gaps
 
 JOIN_CODES = frozenset(
@@ -73,8 +74,11 @@ class _Index:
         return self.by_response.get((ref.model_ref.type, ref.model_ref.name, ref.response_id), [])
 
     def canonical(self, position: int) -> ModelCallRef:
+        """The ref naming the indexed call at ``position``: its id, server and response id, which are
+        valid already (the call is indexed by an id, or by both the others), so not validated again."""
         call = self.calls[position]
-        return ModelCallRef(model_call_id=call.model_call_id, model_ref=call.model_ref, response_id=call.response_id)
+        values = {"model_call_id": call.model_call_id, "model_ref": call.model_ref, "response_id": call.response_id}
+        return built_model(ModelCallRef, values)
 
     def name(self, position: int) -> str | None:
         call = self.calls[position]

@@ -42,10 +42,12 @@ from ng_traj.contract import (
     ToolCallObservation,
     TrajectoryModelCall,
     TrajectoryRecord,
+    TrajectoryResponseMetadata,
     TrajectoryTokenStats,
     TrajectoryToolCall,
     TrajectoryTurn,
 )
+from ng_traj.contract.base import ModelServerRef, built_model
 from ng_traj.contract.observations import dedupe_gaps
 
 METADATA_KEYS = (
@@ -177,6 +179,12 @@ def _merge_tools(state: _State, observed: list[ToolCallObservation]) -> None:
         key = (tool.invocation_id, tool.tool_call_id)
         position = positions.get(key)
         existing = state.tools[position] if position is not None else None
+        if existing is None and type(tool) is ToolCallObservation:
+            # A first observation of the call: its values are valid already, and the output any value.
+            projected = built_model(TrajectoryToolCall, {**tool.__dict__, "output": outputs.get(key)})
+            positions[key] = len(state.tools)
+            state.tools.append(projected)
+            continue
         merged = existing.model_dump(mode="json") if existing is not None else {}
         update = tool.model_dump(mode="json", exclude_none=True)
         if existing is not None and tool.status == "unknown" and existing.status != "unknown":
@@ -199,35 +207,93 @@ def _nonnegative_int(value: Any) -> int | None:
 def project_call(raw: Mapping[str, Any]) -> TrajectoryModelCall:
     """Project one captured call (a ``ModelCallRecord``-shaped mapping) into a trajectory model call.
 
+    A call whose values already have the contract's types and bounds (every call derived from a
+    capture line, and most recorded ones) is made without validating them again; any other is
+    validated (and coerced) by pydantic. Both give the same call.
+
     Raises:
         pydantic.ValidationError: A value the contract rejects (for example a negative latency).
     """
-    metadata = {key: raw[key] for key in METADATA_KEYS if raw.get(key) is not None}
+    metadata = {key: value for key in METADATA_KEYS if (value := raw.get(key)) is not None}
     response = raw.get("response")
     if isinstance(response, dict) and isinstance(response.get("status"), str):
         metadata.setdefault("response_status", response["status"])
-    return TrajectoryModelCall(
-        model_call_id=raw.get("model_call_id"),
-        started_at=raw.get("started_at"),
-        completed_at=raw.get("completed_at"),
-        duration_ms=raw.get("latency_total_ms"),
-        request=raw.get("request") if raw.get("request") is not None else raw.get("request_raw"),
-        response=response if response is not None else raw.get("response_raw"),
-        response_metadata=metadata,
-        token_stats=TrajectoryTokenStats(
-            prompt_tokens=_nonnegative_int(raw.get("tokens_in")),
-            completion_tokens=_nonnegative_int(raw.get("tokens_out")),
-            reasoning_tokens=_nonnegative_int(raw.get("tokens_reasoning")),
-            total_tokens=_nonnegative_int(raw.get("tokens_total")),
-            cached_tokens=_nonnegative_int(raw.get("cached_tokens")),
-        ),
+    request = raw.get("request")
+    values = {
+        "model_call_id": raw.get("model_call_id"),
+        "started_at": raw.get("started_at"),
+        "completed_at": raw.get("completed_at"),
+        "duration_ms": raw.get("latency_total_ms"),
+        "request": request if request is not None else raw.get("request_raw"),
+        "response": response if response is not None else raw.get("response_raw"),
+        "response_metadata": metadata,
+        "token_stats": {
+            "prompt_tokens": _nonnegative_int(raw.get("tokens_in")),
+            "completion_tokens": _nonnegative_int(raw.get("tokens_out")),
+            "reasoning_tokens": _nonnegative_int(raw.get("tokens_reasoning")),
+            "total_tokens": _nonnegative_int(raw.get("tokens_total")),
+            "cached_tokens": _nonnegative_int(raw.get("cached_tokens")),
+        },
+    }
+    if not (_call_as_given(values) and _metadata_as_given(metadata)):
+        return TrajectoryModelCall(**values)
+    values["response_metadata"] = built_model(
+        TrajectoryResponseMetadata, {**_NO_METADATA, **metadata}, fields_set=set(metadata)
+    )
+    values["token_stats"] = built_model(TrajectoryTokenStats, values["token_stats"])
+    return built_model(TrajectoryModelCall, values)
+
+
+_NO_METADATA = dict.fromkeys(TrajectoryResponseMetadata.model_fields)
+"""Every response metadata field, null, in declaration order."""
+
+_METADATA_TYPES: dict[str, type] = {
+    "response_id": str,
+    "model_ref": ModelServerRef,
+    "model": str,
+    "dialect": str,
+    "status_code": int,
+    "response_status": str,
+    "finish_reason": str,
+    "upstream_attempted": bool,
+    "response_source": str,
+    "upstream_status_code": int,
+    "local_response_reason": str,
+    "error_category": str,
+    "latency_ttft_ms": float,
+}
+"""Per metadata field, the type pydantic keeps a value of unchanged (``model_ref`` an instance)."""
+
+
+def _nonnegative_float(value: Any) -> bool:
+    return value is None or (type(value) is float and value >= 0)
+
+
+def _call_as_given(values: dict[str, Any]) -> bool:
+    """Whether validating the call would keep its identity, times and duration as they are."""
+    call_id, started, completed = values["model_call_id"], values["started_at"], values["completed_at"]
+    return (
+        (call_id is None or type(call_id) is str)
+        and (started is None or type(started) is float)
+        and (completed is None or type(completed) is float)
+        and _nonnegative_float(values["duration_ms"])
+    )
+
+
+def _metadata_as_given(metadata: dict[str, Any]) -> bool:
+    """Whether validating ``metadata`` (non-null values only) would keep every value as it is."""
+    for key, value in metadata.items():
+        if type(value) is not _METADATA_TYPES[key]:
+            return False
+    return metadata.get("response_source", "local") in ("upstream", "local") and _nonnegative_float(
+        metadata.get("latency_ttft_ms")
     )
 
 
 def _capture(state: _State, calls: Sequence[Mapping[str, Any]], gaps: Sequence[Any]) -> None:
     positions = {call.model_call_id: i for i, call in enumerate(state.model_calls) if call.model_call_id is not None}
     for raw in calls:
-        if not isinstance(raw, Mapping):
+        if not isinstance(raw, (dict, Mapping)):  # a dict is checked without the ABC's lookup
             continue
         projected = project_call(raw)
         call_id = raw.get("model_call_id")

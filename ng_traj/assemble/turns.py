@@ -31,7 +31,8 @@ from typing import Any
 
 from pydantic import TypeAdapter
 
-from ng_traj.contract import AgentInvocation, ModelCallRef, TrajectoryModelCall, TrajectoryTurn
+from ng_traj.contract import AgentInvocation, ModelCallRef, ModelServerRef, TrajectoryModelCall, TrajectoryTurn
+from ng_traj.contract.base import built_model
 from ng_traj.contract.conversation import ConversationItem
 
 REASONING_KEYS = ("reasoning_content", "reasoning")
@@ -119,27 +120,49 @@ def turns_from_calls(
             continue
         question, answer, reasoning, tools = turn_content(call.request, call.response)
         numbers[owner] += 1
-        ref = ModelCallRef(
-            model_call_id=call.model_call_id, model_ref=metadata.model_ref, response_id=metadata.response_id
-        )
-        turns.append(
-            TrajectoryTurn(
-                invocation_id=owner,
-                task_id=task_id,
-                rollout_id=rollout_id,
-                turn_no=numbers[owner],
-                timestamp=call.started_at or call.completed_at or 0.0,
-                question=question,
-                answer=answer,
-                reasoning_content=reasoning,
-                step_count=steps[owner],
-                model_calls=[ref],
-            )
-        )
+        ref = _call_ref(call.model_call_id, metadata.model_ref, metadata.response_id)
+        values = {
+            "invocation_id": owner,
+            "task_id": task_id,
+            "rollout_id": rollout_id,
+            "turn_no": numbers[owner],
+            "timestamp": call.started_at or call.completed_at or 0.0,
+            "question": question,
+            "answer": answer,
+            "reasoning_content": reasoning,
+            "resolved": None,
+            "step_count": steps[owner],
+            "model_calls": [ref],
+        }
+        turns.append(_turn(values))
         steps[owner] += tools
     if turns and isinstance(resolved, bool):
         turns[-1] = turns[-1].model_copy(update={"resolved": resolved})
     return turns
+
+
+def _call_ref(model_call_id: str | None, model_ref: ModelServerRef | None, response_id: str | None) -> ModelCallRef:
+    """The ref of one model call of the trajectory (whose values have their types already); validated,
+    and so rejected, only when it has no join key."""
+    if model_call_id or (model_ref is not None and response_id):
+        values = {"model_call_id": model_call_id, "model_ref": model_ref, "response_id": response_id}
+        return built_model(ModelCallRef, values)
+    return ModelCallRef(model_call_id=model_call_id, model_ref=model_ref, response_id=response_id)
+
+
+def _turn(values: dict[str, Any]) -> TrajectoryTurn:
+    """A turn of ``values`` (every field, in order), validated only when an identity or the timestamp
+    is not of its type already (the counts are positive and the contents any JSON value by construction).
+    """
+    if all(type(values[name]) is str for name in ("invocation_id", "task_id", "rollout_id")) and (
+        type(values["timestamp"]) is float
+    ):
+        return built_model(TrajectoryTurn, values, fields_set=set(_TURN_FIELDS_SET))
+    return TrajectoryTurn(**{key: value for key, value in values.items() if key != "resolved"})
+
+
+_TURN_FIELDS_SET = frozenset(TrajectoryTurn.model_fields) - {"resolved"}
+"""The fields a synthesised turn is given (``resolved`` is left to its default)."""
 
 
 TRANSCRIPT_GAP = "turns_from_transcript"

@@ -65,6 +65,8 @@ def dumps(value: Any, default: Callable[[Any], dict[str, Any]] | None = None, op
 def model_fields(value: Any) -> dict[str, Any]:
     """A contract model as its fields in declaration order, then its extra keys (orjson's ``default``).
 
+    The mapping may be the model's own ``__dict__``: read it, never change it.
+
     Raises:
         TypeError: ``value`` is not a pydantic model (orjson reports it).
     """
@@ -74,7 +76,9 @@ def model_fields(value: Any) -> dict[str, Any]:
             raise TypeError(f"{type(value).__name__} is not a contract model")
         names = _FIELD_NAMES[type(value)] = tuple(type(value).model_fields)
     values = value.__dict__
-    fields = {name: values[name] for name in names}
+    # A validated model's fields are in declaration order already (the usual case): handed over as
+    # they are, since orjson only reads them.
+    fields = values if tuple(values) == names else {name: values[name] for name in names}
     extra = value.__pydantic_extra__
     return {**fields, **extra} if extra else fields
 
@@ -87,7 +91,7 @@ def earlier_model_fields(value: Any) -> dict[str, Any]:
     without the conversation items it has no place for."""
     fields = model_fields(value)
     if isinstance(value, AgentInvocation):
-        fields["conversation"] = [item for item in fields["conversation"] if in_earlier(item)]
+        fields = {**fields, "conversation": [item for item in fields["conversation"] if in_earlier(item)]}
     excluded = _EXCLUDED.get(type(value))
     if excluded is None:
         excluded = _EXCLUDED[type(value)] = earlier_exclusions(type(value))

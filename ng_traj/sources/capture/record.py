@@ -19,8 +19,12 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from ng_traj.contract.base import ModelServerRef, built_model
 from ng_traj.contract.capture import ModelCallRecord
 from ng_traj.sources.capture.sse import reassemble
+
+MAPPING = (dict, Mapping)
+"""``isinstance`` classes of a mapping, the decoded JSON object first (checked without the ABC's lookup)."""
 
 
 def token_count(value: Any) -> int | None:
@@ -31,7 +35,7 @@ def token_count(value: Any) -> int | None:
 def _detail_count(usage: Mapping[str, Any], groups: tuple[str, ...], names: tuple[str, ...]) -> int | None:
     for group in groups:
         details = usage.get(group)
-        if not isinstance(details, Mapping):
+        if not isinstance(details, MAPPING):
             continue
         for name in names:
             value = token_count(details.get(name))
@@ -47,7 +51,7 @@ def token_stats(usage: Any) -> dict[str, int | None]:
         ``tokens_in`` (inclusive of cached), ``tokens_out``, ``tokens_reasoning``, ``tokens_total``,
         ``cache_creation_tokens``; each ``None`` when not reported.
     """
-    if not isinstance(usage, Mapping):
+    if not isinstance(usage, MAPPING):
         return dict.fromkeys(("tokens_in", "tokens_out", "tokens_reasoning", "tokens_total", "cache_creation_tokens"))
     tokens_in = token_count(usage.get("input_tokens"))
     if tokens_in is None:
@@ -78,7 +82,7 @@ def token_stats(usage: Any) -> dict[str, int | None]:
 
 def cache_signal(usage: Any) -> tuple[bool | None, int | None]:
     """``(cache_hit, cached_tokens)``: prompt details before input details, then Anthropic's read count."""
-    if not isinstance(usage, Mapping):
+    if not isinstance(usage, MAPPING):
         return None, None
     cached = _detail_count(
         usage, ("prompt_tokens_details", "input_tokens_details"), ("cached_tokens", "cached_input_tokens")
@@ -143,13 +147,13 @@ def _chat_shape(choices: list[Any]) -> tuple[list[dict[str, Any]], str | None]:
     calls, reasoning = [], []
     for choice in choices:
         message = choice.get("message") if isinstance(choice, dict) else None
-        if not isinstance(message, Mapping):
+        if not isinstance(message, MAPPING):
             continue
         for call in message.get("tool_calls") or []:
             if not isinstance(call, dict):
                 continue
             function = call.get("function") or {}
-            if not isinstance(function, Mapping):
+            if not isinstance(function, MAPPING):
                 function = {}
             calls.append(
                 {
@@ -249,6 +253,11 @@ def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallR
     string; the four execution fields are copied as recorded (pydantic's lax coercion applies, so
     ``"true"`` reads as true) and a ``response_source`` other than ``upstream``/``local`` fails the line.
 
+    The fields derived here have their record types by construction; when every field copied from
+    the line has its type already (the usual case: ``started_at`` a float, ``status_code`` an int,
+    ``model_ref`` ``{type, name}``), the record is made without validating them again, else pydantic
+    validates (and coerces) the whole record as upstream does. Both give the same record.
+
     Raises:
         pydantic.ValidationError: A field has a shape the record rejects (for example a ``model_ref``
             that is not ``{type: "responses_api_models", name: str}``); the line counts as unreadable.
@@ -258,33 +267,99 @@ def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallR
     cache_hit, cached_tokens = cache_signal(usage)
     tool_calls, reasoning = tool_calls_and_reasoning(response)
     raw_request = exchange.get("request")
-    request = raw_request if isinstance(raw_request, dict) else {}
-    model = response.get("model") or request.get("model")
+    request = raw_request if isinstance(raw_request, dict) else None
+    model = response.get("model") or (request.get("model") if request is not None else None)
     raw_response = exchange.get("response")
-    return ModelCallRecord(
-        model_call_id=exchange.get("model_call_id"),
-        response_id=response.get("id") if isinstance(response.get("id"), str) else None,
-        client_session_id=session if isinstance(session := exchange.get("client_session_id"), str) else None,
-        call_index=call_index,
-        model_ref=exchange.get("model_ref"),
-        model=model if isinstance(model, str) else None,
-        dialect=exchange.get("dialect"),
-        status_code=exchange.get("status_code"),
-        response_status=response.get("status") if isinstance(response.get("status"), str) else None,
-        finish_reason=_finish_reason(response),
-        **{key: exchange.get(key) for key in EXECUTION_KEYS},
-        started_at=exchange.get("started_at"),
-        completed_at=exchange.get("completed_at"),
-        request=raw_request if isinstance(raw_request, dict) else None,
-        response=raw_response if isinstance(raw_response, dict) else None,
-        request_raw=exchange.get("request_raw") if isinstance(exchange.get("request_raw"), str) else None,
-        response_raw=exchange.get("response_raw") if isinstance(exchange.get("response_raw"), str) else None,
-        tool_calls=tool_calls,
-        reasoning_content=reasoning,
-        cache_hit=cache_hit,
-        cached_tokens=cached_tokens,
-        error_category=exchange.get("error_category"),
-        latency_total_ms=exchange.get("latency_ms"),
-        latency_ttft_ms=exchange.get("latency_ttft_ms"),
-        **token_stats(usage),
-    )
+    response_id = response.get("id")
+    status = response.get("status")
+    session = exchange.get("client_session_id")
+    request_raw = exchange.get("request_raw")
+    response_raw = exchange.get("response_raw")
+    counts = token_stats(usage)
+    values = {
+        "model_call_id": exchange.get("model_call_id"),
+        "response_id": response_id if isinstance(response_id, str) else None,
+        "client_session_id": session if isinstance(session, str) else None,
+        "call_index": call_index,
+        "model_ref": exchange.get("model_ref"),
+        "model": model if isinstance(model, str) else None,
+        "dialect": exchange.get("dialect"),
+        "status_code": exchange.get("status_code"),
+        "response_status": status if isinstance(status, str) else None,
+        "finish_reason": _finish_reason(response),
+        "upstream_attempted": exchange.get("upstream_attempted"),
+        "response_source": exchange.get("response_source"),
+        "upstream_status_code": exchange.get("upstream_status_code"),
+        "local_response_reason": exchange.get("local_response_reason"),
+        "started_at": exchange.get("started_at"),
+        "completed_at": exchange.get("completed_at"),
+        "tokens_in": counts["tokens_in"],
+        "tokens_out": counts["tokens_out"],
+        "tokens_reasoning": counts["tokens_reasoning"],
+        "tokens_total": counts["tokens_total"],
+        "request": request,
+        "response": raw_response if isinstance(raw_response, dict) else None,
+        "request_raw": request_raw if isinstance(request_raw, str) else None,
+        "response_raw": response_raw if isinstance(response_raw, str) else None,
+        "tool_calls": tool_calls,
+        "reasoning_content": reasoning,
+        "cache_hit": cache_hit,
+        "cached_tokens": cached_tokens,
+        "cache_creation_tokens": counts["cache_creation_tokens"],
+        "error_category": exchange.get("error_category"),
+        "latency_total_ms": exchange.get("latency_ms"),
+        "latency_ttft_ms": exchange.get("latency_ttft_ms"),
+    }
+    model_ref = _model_ref(values["model_ref"])
+    if model_ref is _INVALID or type(call_index) is not int or not _as_recorded(values):
+        return ModelCallRecord(**values)
+    values["model_ref"] = model_ref
+    return built_model(ModelCallRecord, values)
+
+
+def _as_recorded(values: dict[str, Any]) -> bool:
+    """Whether validation would keep every field copied from the line as it is."""
+    for name, kind in _COPIED_TYPES:
+        value = values[name]
+        if value is not None and type(value) is not kind:
+            return False
+    return values["response_source"] in _RESPONSE_SOURCES
+
+
+_COPIED_TYPES = (
+    ("model_call_id", str),
+    ("dialect", str),
+    ("status_code", int),
+    ("upstream_attempted", bool),
+    ("upstream_status_code", int),
+    ("local_response_reason", str),
+    ("started_at", float),
+    ("completed_at", float),
+    ("error_category", str),
+    ("latency_total_ms", float),
+    ("latency_ttft_ms", float),
+)
+"""The record fields copied from the line, each with the type pydantic keeps a value of unchanged."""
+
+_RESPONSE_SOURCES = (None, "upstream", "local")
+_INVALID = object()
+
+
+def _model_ref(value: Any) -> Any:
+    """``value`` as the ``ModelServerRef`` validation would make of it (extra keys ignored), ``None``
+    for ``None``, else ``_INVALID`` (left to pydantic to coerce or reject)."""
+    if value is None:
+        return None
+    if type(value) is dict and value.get("type") == "responses_api_models" and type(name := value.get("name")) is str:
+        ref = _SERVER_REFS.get(name)
+        if ref is None:
+            ref = built_model(ModelServerRef, {"type": "responses_api_models", "name": name})
+            if len(_SERVER_REFS) < 1024:
+                _SERVER_REFS[name] = ref
+        return ref
+    return _INVALID
+
+
+_SERVER_REFS: dict[str, ModelServerRef] = {}
+"""One ``ModelServerRef`` per server name, shared by the records of its calls (a run has a few servers;
+a ref is never changed after it is made)."""
