@@ -252,10 +252,8 @@ def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = F
             entry.parent_id = latest.get(entry.parent_id, entry.parent_id)
         if _repeated(session, entry, copies, sink):
             continue
-        if not index_only:
-            entry.copy_of = entry.copy_of or index.original(entry.id, entry.type, entry.raw)
-            if entry.copy_of is None:
-                index.add(entry.id, entry.type, entry.raw)
+        if not index_only and entry.copy_of is None:
+            entry.copy_of = index.copy_or_add(entry.id, entry.type, entry.raw)
         latest[entry.raw.get("id") if session.version > 1 and isinstance(entry.raw.get("id"), str) else entry.id] = (
             entry.id
         )
