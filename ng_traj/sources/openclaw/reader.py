@@ -47,9 +47,9 @@ from ng_traj.sources.openclaw.store import (
     tree_roots,
 )
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
-from ng_traj.sources.pi.forks import fork_parents, fork_trees, header_only, observe_forks
+from ng_traj.sources.pi.forks import fork_parents, fork_trees, observe_forks
 from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
-from ng_traj.sources.pi.session import Session, read_session
+from ng_traj.sources.pi.session import Session, read_session, scan_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
 OPENCLAW_CUSTOM = ("model-snapshot", "openclaw")
@@ -290,8 +290,7 @@ class _Scans:
     def _scan(self, path: Path) -> tuple[Session, frozenset[str]]:
         found = self._seen.get(str(path))
         if found is None:
-            session = read_session(path, DiagnosticSink(), index_only=True)
-            found = self._seen[str(path)] = (header_only(session), response_ids(session))
+            found = self._seen[str(path)] = scan_session(path)
         return found
 
     def header(self, path: Path) -> Session:

@@ -152,8 +152,7 @@ def _header_version(header: dict[str, Any], path: str, line: int, sink: Diagnost
 
 def _entry(raw: dict[str, Any], line: int, version: int, previous: str | None) -> Entry:
     kind = raw.get("type") if isinstance(raw.get("type"), str) else "unknown"
-    if version < 3 and isinstance(raw.get("message"), dict) and raw["message"].get("role") == "hookMessage":
-        raw = {**raw, "message": {**raw["message"], "role": "custom"}}
+    raw = _migrated(raw, version)
     if version == 1:
         return Entry(kind, f"v1-{line}", previous, raw, line)
     entry_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else f"line-{line}"
@@ -270,6 +269,66 @@ def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = F
     first = next((entry.line for entry in session.entries if entry.copy_of is not None), None)
     report_copies(session.copied(), "earlier entries of the session", session.path, first, sink)
     return session
+
+
+def _migrated(raw: dict[str, Any], version: int) -> dict[str, Any]:
+    """The entry with pi's v3 role name (``hookMessage`` became ``custom``); ``raw`` itself when unchanged."""
+    if version < 3 and isinstance(raw.get("message"), dict) and raw["message"].get("role") == "hookMessage":
+        return {**raw, "message": {**raw["message"], "role": "custom"}}
+    return raw
+
+
+def scan_session(path: str | Path) -> tuple[Session, frozenset[str]]:
+    """What indexing needs of a session file, without building its entries: the session with its header
+    and no entries (``forks.header_only`` of :func:`read_session`), and the provider response ids
+    ``observe.response_ids`` finds in a full read.
+
+    The same rules as :func:`read_session`, kept only as far as they change those ids: a repeated
+    entry id (v2+) with other content replaces the earlier entry, one with the same content is a copy
+    (kept, so its response id counts, except in a ``pi --mode json`` event log, whose copies are passed
+    over); entries are compared by content only when their id repeats. Nothing is reported (loading
+    reports); an unreadable file gives the header-less session and no ids.
+    """
+    quiet = DiagnosticSink()
+    session = Session(str(path), Path(path).name.split(".jsonl")[0])
+    entries: list[tuple[str, dict[str, Any], bool]] = []  # (type, object, a copy) in the order of read_session
+    places: dict[str, int] = {}
+    for line, value in _objects(path, session, quiet):
+        if session.header is None and not entries:
+            if value.get("kind") == "header":
+                return Session(session.path, session.session_id), frozenset()
+            if value.get("type") == "session":
+                session.header = value
+                session.version = _header_version(value, session.path, line, quiet)
+                if isinstance(value.get("id"), str) and value["id"]:
+                    session.session_id = value["id"]
+                continue
+            session.version = 3 if "parentId" in value else 1
+        kind = value.get("type")
+        if kind == "session" or not isinstance(kind, str):
+            continue
+        if session.version > 1:
+            entry_id = value.get("id") if isinstance(value.get("id"), str) and value.get("id") else f"line-{line}"
+            place = places.get(entry_id)
+            if place is not None:
+                earlier = entries[place][1]
+                if content_key(_migrated(value, session.version)) == content_key(_migrated(earlier, session.version)):
+                    entries.append((kind, value, True))
+                else:
+                    entries[place] = (kind, value, False)
+                continue
+            places[entry_id] = len(entries)
+        entries.append((kind, value, False))
+    events = any(kind in EVENT_TYPES for kind, _, _ in entries)
+    wanted = "message_end" if events else "message"
+    ids = set()
+    for kind, value, copy in entries:
+        message = value.get("message")
+        if kind == wanted and not (events and copy) and isinstance(message, dict):
+            response = message.get("responseId")
+            if isinstance(response, str) and response:
+                ids.add(response)
+    return Session(session.path, session.session_id, header=session.header), frozenset(ids)
 
 
 def _repeated(session: Session, entry: Entry, seen: dict[object, int], sink: DiagnosticSink) -> bool:
