@@ -7,6 +7,7 @@ import pytest
 
 from conftest import FIXTURES, shared_dir
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.sources.native import folders_of
 from ng_traj.sources.pi.observe import response_ids
 from ng_traj.sources.pi.session import read_session, scan_session
 
@@ -124,3 +125,22 @@ def test_a_scan_follows_repeated_ids_as_a_full_read_does(tmp_path, lines):
 def test_a_scan_of_an_unreadable_file_has_no_ids(tmp_path):
     path = tmp_path / "gone.jsonl"
     assert _scanned(path) == ("gone", None, frozenset())
+
+
+def test_folders_resolved_once_per_folder_are_those_of_each_file(tmp_path):
+    real = tmp_path / "real" / "run-7"
+    real.mkdir(parents=True)
+    (real / "a.jsonl").write_text("{}\n")
+    (tmp_path / "linked").symlink_to(real)  # a folder that is a link
+    other = tmp_path / "elsewhere" / "rollout-3"
+    other.mkdir(parents=True)
+    (other / "b.jsonl").write_text("{}\n")
+    (real / "b.jsonl").symlink_to(other / "b.jsonl")  # a file that is a link, in a folder already resolved
+    (tmp_path / "loop").symlink_to(tmp_path / "loop")  # a folder that never resolves
+    paths = [tmp_path / "linked" / "a.jsonl", real / "a.jsonl", real / "b.jsonl", tmp_path / "linked" / "b.jsonl"]
+    paths += [tmp_path / "loop" / "c.jsonl", tmp_path / "missing" / "d.jsonl"]
+    cache: dict = {}
+    for path in paths:
+        assert folders_of([path], cache) == folders_of([path])
+    assert "rollout-3" in folders_of([real / "b.jsonl"], cache)
+    assert "linked" not in folders_of([tmp_path / "linked" / "a.jsonl"], cache)

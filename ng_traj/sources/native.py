@@ -17,6 +17,7 @@ matches none can still contribute its transcript usage as a model call, labelled
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -216,9 +217,53 @@ def scalar_text(value: object) -> str:
     return str(value) if isinstance(value, int | float) else ""
 
 
-def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:
-    """Names of every folder above ``paths`` (for per-rollout folder attribution)."""
-    return frozenset(part for path in paths for part in resolved(Path(path)).parent.parts if part != "/")
+def folders_of(paths: Sequence[str | Path], resolved_folders: ResolvedFolders | None = None) -> frozenset[str]:
+    """Names of every folder above ``paths``, symlinks resolved (for per-rollout folder attribution).
+
+    ``resolved_folders`` (one indexing pass's, started empty) keeps each folder resolved once
+    (:func:`resolved_folder`), so a path costs an ``lstat`` of each folder not seen before instead of
+    one per component.
+    """
+    names: set[str] = set()
+    for path in map(Path, paths):
+        folder = None if resolved_folders is None else _file_folder(path, resolved_folders)
+        names.update(part for part in (folder or resolved(path).parent).parts if part != "/")
+    return frozenset(names)
+
+
+ResolvedFolders = dict[str, Path | None]
+"""Folders (as named) with their resolved path, ``None`` for one that does not resolve."""
+
+
+def resolved_folder(folder: Path, cache: ResolvedFolders) -> Path | None:
+    """``folder.resolve()`` by way of ``cache``: a folder that is not a symbolic link is its resolved
+    parent and its name, so only the links among its components are resolved whole (each once).
+
+    ``None`` when it does not resolve (a symlink loop, an unreadable component), where ``Path.resolve``
+    raises.
+    """
+    key = str(folder)
+    if key in cache:
+        return cache[key]
+    found: Path | None
+    if folder.name in ("", ".", "..") or folder.parent == folder or os.path.islink(folder):
+        try:
+            found = folder.resolve()
+        except (RuntimeError, OSError):
+            found = None
+    else:
+        above = resolved_folder(folder.parent, cache)
+        found = None if above is None else above / folder.name
+    cache[key] = found
+    return found
+
+
+def _file_folder(path: Path, cache: ResolvedFolders) -> Path | None:
+    """``resolved(path).parent`` for a file that is not a symbolic link; ``None`` for one that is, or
+    whose folder does not resolve (then :func:`~ng_traj.io.files.resolved` decides)."""
+    if path.name in ("", ".", "..") or os.path.islink(path):
+        return None
+    return resolved_folder(path.parent, cache)
 
 
 EPOCH_UNITS = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6))

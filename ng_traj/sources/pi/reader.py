@@ -44,7 +44,7 @@ class PiReader:
 
     def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
-        sessions, responses = {}, {}
+        sessions, responses, folders = {}, {}, {}
         for path in files:
             sessions[str(path)], responses[str(path)] = scan_session(path)
         units = []
@@ -54,7 +54,13 @@ class PiReader:
             hints = (("root", root),)
             units.append(
                 NativeUnit(
-                    self.name, sessions[root].session_id, paths, ids, folders_of(paths), hints=hints, anchor=root
+                    self.name,
+                    sessions[root].session_id,
+                    paths,
+                    ids,
+                    folders_of(paths, folders),
+                    hints=hints,
+                    anchor=root,
                 )
             )
         return units
