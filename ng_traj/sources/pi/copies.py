@@ -76,10 +76,15 @@ def probe(kind: str, raw: dict[str, Any]) -> tuple[object, ...]:
     are serialised and digested."""
     if kind == "message":
         message = raw["message"]
-        fields = (message.get("role"), message.get("timestamp"), message.get("responseId"))
+        first, second, third = message.get("role"), message.get("timestamp"), message.get("responseId")
     else:
-        fields = (raw.get("summary"), raw.get("customType"), None)
-    return kind, *(value if type(value) in _ATOMS else type(value).__name__ for value in fields)
+        first, second, third = raw.get("summary"), raw.get("customType"), None
+    return (
+        kind,
+        first if type(first) in _ATOMS else type(first).__name__,
+        second if type(second) in _ATOMS else type(second).__name__,
+        third if type(third) in _ATOMS else type(third).__name__,
+    )
 
 
 def response_key(raw: dict[str, Any]) -> str | None:
@@ -152,10 +157,21 @@ class CopyIndex:
     def copy_or_add(self, entry_id: str, kind: str, raw: dict[str, Any]) -> str | None:
         """:meth:`original` of the entry; when it copies none, the entry is recorded (:meth:`add`)."""
         mine, response = Original(entry_id, raw), response_key(raw)
-        found = self._original(mine, kind, raw, response)
-        if found is None:
-            self._add(mine, kind, raw, response)
-        return found
+        same_id = self.ids.get(entry_id)
+        if same_id is not None and mine.key() is not None and same_id.key() == mine.key():
+            return entry_id
+        if response is not None and response in self.responses:
+            return self.responses[response]
+        bucket = self.contents.setdefault(probe(kind, raw), []) if _copyable(kind, raw) else None
+        for earlier in bucket or ():
+            if mine.key() is not None and earlier.key() == mine.key():
+                return earlier.entry_id
+        self.ids.setdefault(entry_id, mine)
+        if bucket is not None:
+            bucket.append(mine)
+        if response is not None:
+            self.responses[response] = entry_id
+        return None
 
 
 def id_list(ids: Iterable[str]) -> str:

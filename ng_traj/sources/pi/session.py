@@ -169,19 +169,23 @@ def _migrate_v1_compactions(entries: list[Entry]) -> None:
             entry.raw = {**entry.raw, "firstKeptEntryId": kept}
 
 
+_ID_EFFECTS = (("id", "the entry is named after its line"), ("parentId", "the entry has no parent"))
+"""The envelope fields a v2+ entry needs as text, and what happens when one is not."""
+
+
 def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
     """What makes an entry unusable in part: (v2+) an ``id``/``parentId`` that is not text, a
     ``type`` that is not text, or a ``message`` entry without a message object, a text role or
     readable content; ``None`` when nothing is wrong."""
-    effects = {"id": "the entry is named after its line", "parentId": "the entry has no parent"}
-    for key, effect in effects.items():
-        if version > 1 and raw.get(key) is not None and not isinstance(raw[key], str):
-            return f"{key} is not text ({quoted(raw[key])}); {effect}"
-    if not isinstance(raw.get("type"), str):
-        return f"type is not text ({quoted(raw.get('type'))}); passed over"
+    if version > 1:
+        for key, effect in _ID_EFFECTS:
+            value = raw.get(key)
+            if value is not None and not isinstance(value, str):
+                return f"{key} is not text ({quoted(value)}); {effect}"
+    kind = raw.get("type")
+    if kind != "message":
+        return None if isinstance(kind, str) else f"type is not text ({quoted(kind)}); passed over"
     message = raw.get("message")
-    if raw["type"] != "message":
-        return None
     if not isinstance(message, dict):
         return "a message entry without a message object; passed over"
     if not isinstance(message.get("role"), str):
