@@ -240,6 +240,25 @@ def test_openclaw_transcripts_without_a_store_join_by_parent_session(tmp_path: P
     ]
 
 
+def test_a_fork_without_response_ids_is_one_unowned_session(tmp_path: Path) -> None:
+    sessions = FIXTURES / "openclaw" / "copied_context" / "input" / "agents" / "main" / "sessions"
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "oc-main.jsonl").write_bytes((sessions / "oc-main.jsonl").read_bytes())
+    header, *rest = (sessions / "oc-topic.jsonl").read_bytes().splitlines()
+    entries = [orjson.loads(line) for line in rest]
+    for entry in entries:
+        entry.get("message", {}).pop("responseId", None)
+    forked = {**orjson.loads(header), "parentSession": "oc-main.jsonl"}
+    (loose / "oc-topic.jsonl").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in [forked, *entries]))
+    produced, _ = _build(loose, tmp_path)
+    (record,) = [orjson.loads(line) for line in produced.splitlines()]
+    assert [i["invocation_id"] for i in record["invocations"]] == ["oc-main", "oc-topic"]
+    unowned = [g for g in record["gaps"] if g["code"] == "model_call_ownership_unavailable"]
+    # one bundle-level gap for the fork, whose messages carry no response id (oc-main has them)
+    assert [g["invocation_id"] for g in unowned if g["detail"] is None].count(N) == 1
+
+
 def test_fork_parents_by_path_then_by_unique_file_name() -> None:
     def session(path: str, parent: str | None) -> Session:
         return Session(path, Path(path).stem, header={"type": "session", "parentSession": parent} if parent else None)

@@ -240,9 +240,9 @@ class OpenClawReader:
             root = Path(hints["transcript"])
             detail = "root_session_not_found" if (root.parent / "sessions.json").is_file() else None
             observed = observe_forks(unit.paths, str(root), sink, derive_status=False, positional_ids=True)
-            sessions = {session.session_id: session for session in map(_quiet_read, unit.paths)}
+            scanned = {session.session_id: ids for session, ids in map(scan_session, unit.paths)}
             for one in observed:
-                unowned = _unowned(sessions.get(one.invocation.invocation_id))
+                unowned = _unowned_by(scanned.get(one.invocation.invocation_id))
                 one.gaps[:0] = [ObservationGap(code="subagent_hierarchy_unavailable", detail=detail), *unowned]
             return _bundle(observed, [])
         agents = Path(hints["agents_root"])
@@ -256,7 +256,7 @@ class OpenClawReader:
         root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
         stores = read_stores(store_paths, agents, DiagnosticSink())  # reported when indexed
         renamed = [Path(value) for name, value in unit.hints if name == "renamed"]
-        adopt_renamed(stores, {path: read_session(path, DiagnosticSink()).session_id for path in renamed})
+        adopt_renamed(stores, {path: scan_session(path)[0].session_id for path in renamed})
         nodes, gaps = discover_tree(stores, hints["root"], root_transcript)
         for node in nodes:
             refused = None if node.transcript else refused_transcript(stores.entries[node.key], stores.root)
@@ -345,17 +345,16 @@ def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> Sess
     return observed
 
 
-def _quiet_read(path: str | Path) -> Session:
-    return read_session(path, DiagnosticSink())  # read again: reported when first read
-
-
 def _unowned(session: Session | None) -> list[ObservationGap]:
     """NeMo Gym's OpenClaw rule: a session without a transcript, or none of whose assistant messages
     carries a provider response id, has no reference to any of its model calls, which the bundle-level
     gap ``model_call_ownership_unavailable`` (no invocation id) says; one gap per such session."""
-    if session is not None and response_ids(session):
-        return []
-    return [ObservationGap(code="model_call_ownership_unavailable")]
+    return _unowned_by(response_ids(session) if session is not None else None)
+
+
+def _unowned_by(ids: frozenset[str] | None) -> list[ObservationGap]:
+    """:func:`_unowned` of a session by its response ids (``None``: no transcript)."""
+    return [] if ids else [ObservationGap(code="model_call_ownership_unavailable")]
 
 
 def _tree_session(node: TreeNode, sink: DiagnosticSink, earlier: CopyIndex, *, child: bool) -> SessionObservation:
