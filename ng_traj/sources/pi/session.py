@@ -218,10 +218,9 @@ def _block_problem(content: Any) -> str | None:
 def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = False) -> Session:
     """Parse one pi-family session file; unreadable lines are reported to ``sink`` and counted.
 
-    ``index_only``: what indexing needs (the header, the entries and their ids, ``response_ids``) and
-    no more: entries are not compared by content with the earlier ones (``copy_of`` is set only for
-    repeated ids) and copies and cycles are not reported; that is loading's work. It takes about
-    three fifths of the time of a full read.
+    ``index_only``: the header, the entries and their ids and no more: entries are not compared by
+    content with the earlier ones (``copy_of`` is set only for repeated ids) and copies and cycles
+    are not reported. Indexing itself reads less still (:func:`scan_session`).
     """
     session = Session(str(path), Path(path).name.split(".jsonl")[0])
     previous: str | None = None
