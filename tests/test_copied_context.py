@@ -16,8 +16,10 @@ from test_hermes_golden import materialise
 
 from conftest import FIXTURES, run_cli
 from ng_traj.checks import check_line
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.sources.pi.copies import CopyIndex, mark_copies
 from ng_traj.sources.pi.forks import fork_parents
-from ng_traj.sources.pi.session import Session
+from ng_traj.sources.pi.session import Entry, Session
 
 N = None
 
@@ -340,3 +342,19 @@ def test_goldens_hold_with_two_jobs(tmp_path: Path) -> None:
         result = run_cli("build", FIXTURES / scenario / "input", "-o", out, "--jobs", "2")
         assert result.exit_code == 0, result.stderr
         assert out.read_bytes() == (FIXTURES / scenario / "expected.jsonl").read_bytes()
+
+
+def test_a_sealing_copy_index_keeps_digests_and_still_finds_copies() -> None:
+    def entry(entry_id: str, text: str, time: int) -> Entry:
+        raw = {"type": "message", "id": entry_id, "message": {"role": "user", "content": text, "timestamp": time}}
+        return Entry("message", entry_id, None, raw, 1)
+
+    first = Session("a.jsonl", "a", entries=[entry("u1", "hi", 1), entry("u2", "again", 2)])
+    later = Session("b.jsonl", "b", entries=[entry("x1", "hi", 1), entry("u2", "again", 2), entry("x3", "new", 3)])
+    earlier = CopyIndex(sealing=True)
+    mark_copies(first, earlier, "earlier sessions", DiagnosticSink())
+    assert [original.raw for original in earlier.ids.values()] == [None, None]  # entries let go
+    found: list[Diagnostic] = []
+    mark_copies(later, earlier, "earlier sessions", DiagnosticSink(found.append))
+    assert [e.copy_of for e in later.entries] == ["u1", "u2", None]  # by content, by id with its content
+    assert [d.code for d in found] == ["context_copied"]

@@ -263,7 +263,7 @@ class OpenClawReader:
             if refused is not None and not refused.is_symlink():  # a symlink was reported when indexed
                 message = f"session {node.key}: {refused} lies outside the agents folder; not read"
                 sink.add(Diagnostic("warning", "session_path_refused", message, path=str(refused)))
-        earlier = CopyIndex()
+        earlier = CopyIndex(sealing=True)  # a node's transcript is let go once it is observed
         observed = [_tree_session(node, sink, earlier, child=position > 0) for position, node in enumerate(nodes)]
         return _bundle(observed, gaps)
 

@@ -98,19 +98,25 @@ def response_key(raw: dict[str, Any]) -> str | None:
 
 class Original:
     """An entry a later one may copy: its id, and its :func:`content_key`, computed the first time a
-    later entry is compared with it (most entries never are)."""
+    later entry is compared with it (most entries never are), or when it is sealed."""
 
     __slots__ = ("_key", "entry_id", "raw")
 
     def __init__(self, entry_id: str, raw: dict[str, Any]) -> None:
-        self.entry_id, self.raw = entry_id, raw
+        self.entry_id = entry_id
+        self.raw: dict[str, Any] | None = raw
         self._key: bytes | bool | None = False
 
     def key(self) -> bytes | None:
         """:func:`content_key` of the entry (``None`` for one too deep to serialise)."""
         if self._key is False:
-            self._key = content_key(self.raw)
+            self._key = content_key(self.raw or {})
         return self._key  # type: ignore[return-value]
+
+    def seal(self) -> None:
+        """Keep the entry's key, not the entry."""
+        self.key()
+        self.raw = None
 
 
 @dataclass
@@ -121,17 +127,32 @@ class CopyIndex:
     probe, ``responses`` the id of the first entry of each response id. Content keys are computed only
     for entries that share an id or a probe with a later one, so an index holds the entries' parsed
     objects (the session already holds them) and a digest only of those compared.
+
+    ``sealing``: for a caller that does not hold the earlier sessions (an OpenClaw tree read node by
+    node), :func:`mark_copies` digests a session's originals once it has added them and lets go of the
+    entries, so the index holds 16 bytes per entry, not the sessions.
     """
 
     ids: dict[str, Original] = field(default_factory=dict)
     contents: dict[tuple[object, ...], list[Original]] = field(default_factory=dict)
     responses: dict[str, str] = field(default_factory=dict)
+    sealing: bool = False
+    pending: list[Original] = field(default_factory=list)
+    """Originals added since the index was last sealed (only while ``sealing``)."""
+
+    def seal(self) -> None:
+        """Digest the originals added since the last seal and drop their entries (:meth:`Original.seal`)."""
+        for original in self.pending:
+            original.seal()
+        self.pending.clear()
 
     def add(self, entry_id: str, kind: str, raw: dict[str, Any]) -> None:
         """Record an original entry (the first of each key wins)."""
         self._add(Original(entry_id, raw), kind, raw, response_key(raw))
 
     def _add(self, original: Original, kind: str, raw: dict[str, Any], response: str | None) -> None:
+        if self.sealing:
+            self.pending.append(original)
         self.ids.setdefault(original.entry_id, original)
         if _copyable(kind, raw):
             self.contents.setdefault(probe(kind, raw), []).append(original)
@@ -166,6 +187,8 @@ class CopyIndex:
         for earlier in bucket or ():
             if mine.key() is not None and earlier.key() == mine.key():
                 return earlier.entry_id
+        if self.sealing:
+            self.pending.append(mine)
         self.ids.setdefault(entry_id, mine)
         if bucket is not None:
             bucket.append(mine)
@@ -207,6 +230,8 @@ def mark_copies(
     for entry in session.entries if keep else ():
         if entry.copy_of is None:
             earlier.add(entry.id, entry.type, entry.raw)
+    if earlier.sealing:
+        earlier.seal()
     line = marked[0].line if marked else None
     report_copies([entry.copy_of or "" for entry in marked], where, session.path, line, sink)
     return earlier
