@@ -242,28 +242,35 @@ def resolved_folder(folder: Path, cache: ResolvedFolders) -> Path | None:
     ``None`` when it does not resolve (a symlink loop, an unreadable component), where ``Path.resolve``
     raises.
     """
-    key = str(folder)
-    if key in cache:
-        return cache[key]
+    return _resolved_text(str(folder), cache)
+
+
+def _resolved_text(folder: str, cache: ResolvedFolders) -> Path | None:
+    """:func:`resolved_folder` of a folder named as ``str(Path)`` names it (no trailing or doubled
+    separators), in strings: ``pathlib`` costs more here than the ``lstat``."""
+    if folder in cache:
+        return cache[folder]
     found: Path | None
-    if folder.name in ("", ".", "..") or folder.parent == folder or os.path.islink(folder):
+    above, name = os.path.split(folder)
+    if name in ("", ".", "..") or os.path.islink(folder):
         try:
-            found = folder.resolve()
+            found = Path(folder).resolve()
         except (RuntimeError, OSError):
             found = None
     else:
-        above = resolved_folder(folder.parent, cache)
-        found = None if above is None else above / folder.name
-    cache[key] = found
+        real = _resolved_text(above or ".", cache)
+        found = None if real is None else Path(os.path.join(str(real), name))
+    cache[folder] = found
     return found
 
 
 def _file_folder(path: Path, cache: ResolvedFolders) -> Path | None:
     """``resolved(path).parent`` for a file that is not a symbolic link; ``None`` for one that is, or
     whose folder does not resolve (then :func:`~ng_traj.io.files.resolved` decides)."""
-    if path.name in ("", ".", "..") or os.path.islink(path):
+    above, name = os.path.split(str(path))
+    if name in ("", ".", "..") or os.path.islink(path):
         return None
-    return resolved_folder(path.parent, cache)
+    return _resolved_text(above or ".", cache)
 
 
 EPOCH_UNITS = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6))

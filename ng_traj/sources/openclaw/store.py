@@ -249,14 +249,19 @@ def _real(folder: Path, cache: ResolvedFolders | None) -> Path:
     return found or folder.resolve()
 
 
+def _under(folder: Path, root: Path) -> bool:
+    """``folder`` is ``root`` or lies inside it (both resolved, so compared as text)."""
+    inside, top = str(folder), str(root)
+    return inside == top or inside.startswith(top.rstrip("/") + "/")
+
+
 def _usable(candidate: Path, resolved_root: Path, cache: ResolvedFolders | None = None) -> bool:
     """A regular file, not a symbolic link, under ``resolved_root`` once its folders are resolved (a file
     that is no link resolves to its resolved folder and its name, so only folders are resolved)."""
     try:
         if not candidate.is_file() or candidate.is_symlink():
             return False
-        folder = _real(candidate.parent, cache)
-        return resolved_root == folder or resolved_root in folder.parents
+        return _under(_real(candidate.parent, cache), resolved_root)
     except OSError:  # a name the file system refuses (longer than it allows): no such transcript
         return False
 
