@@ -5,6 +5,7 @@ One test per failure shape, each on a small input made here from the project's f
 
 from __future__ import annotations
 
+import json
 import os
 import resource
 import shutil
@@ -81,6 +82,20 @@ def test_a_deep_message_api_costs_the_dialect_not_the_session(tmp_path):
     assert "native_load_failed" not in result.stderr
     [record] = _records(tmp_path / "out.jsonl")
     assert (len(record["model_calls"]), len(record["tool_calls"])) == (2, 1)
+
+
+def test_deep_tool_call_arguments_are_written_as_the_standard_library_writes_them(tmp_path):
+    shallow = {"command": "ls | wc -l", "env": {"LANG": "é"}}
+    for arguments, expected in (("DEEP", DEEP.replace("][", "], [")), (shallow, json.dumps(shallow))):
+        path = _pi_v1_with(
+            tmp_path, 3, lambda entry, value=arguments: entry["message"]["content"][0].update(arguments=value)
+        )
+        result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+        assert result.exit_code == 0, result.stderr
+        [record] = _records(tmp_path / "out.jsonl")
+        items = record["invocations"][0]["conversation"]
+        [call] = [item for item in items if item["type"] == "function_call"]
+        assert call["arguments"] == expected
 
 
 def test_a_diagnostic_quotes_a_bounded_prefix_of_a_huge_value(tmp_path):

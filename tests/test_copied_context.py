@@ -16,8 +16,10 @@ from test_hermes_golden import materialise
 
 from conftest import FIXTURES, run_cli
 from ng_traj.checks import check_line
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.sources.pi.copies import CopyIndex, mark_copies
 from ng_traj.sources.pi.forks import fork_parents
-from ng_traj.sources.pi.session import Session
+from ng_traj.sources.pi.session import Entry, Session
 
 N = None
 
@@ -240,6 +242,25 @@ def test_openclaw_transcripts_without_a_store_join_by_parent_session(tmp_path: P
     ]
 
 
+def test_a_fork_without_response_ids_is_one_unowned_session(tmp_path: Path) -> None:
+    sessions = FIXTURES / "openclaw" / "copied_context" / "input" / "agents" / "main" / "sessions"
+    loose = tmp_path / "loose"
+    loose.mkdir()
+    (loose / "oc-main.jsonl").write_bytes((sessions / "oc-main.jsonl").read_bytes())
+    header, *rest = (sessions / "oc-topic.jsonl").read_bytes().splitlines()
+    entries = [orjson.loads(line) for line in rest]
+    for entry in entries:
+        entry.get("message", {}).pop("responseId", None)
+    forked = {**orjson.loads(header), "parentSession": "oc-main.jsonl"}
+    (loose / "oc-topic.jsonl").write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in [forked, *entries]))
+    produced, _ = _build(loose, tmp_path)
+    (record,) = [orjson.loads(line) for line in produced.splitlines()]
+    assert [i["invocation_id"] for i in record["invocations"]] == ["oc-main", "oc-topic"]
+    unowned = [g for g in record["gaps"] if g["code"] == "model_call_ownership_unavailable"]
+    # one bundle-level gap for the fork, whose messages carry no response id (oc-main has them)
+    assert [g["invocation_id"] for g in unowned if g["detail"] is None].count(N) == 1
+
+
 def test_fork_parents_by_path_then_by_unique_file_name() -> None:
     def session(path: str, parent: str | None) -> Session:
         return Session(path, Path(path).stem, header={"type": "session", "parentSession": parent} if parent else None)
@@ -321,3 +342,19 @@ def test_goldens_hold_with_two_jobs(tmp_path: Path) -> None:
         result = run_cli("build", FIXTURES / scenario / "input", "-o", out, "--jobs", "2")
         assert result.exit_code == 0, result.stderr
         assert out.read_bytes() == (FIXTURES / scenario / "expected.jsonl").read_bytes()
+
+
+def test_a_sealing_copy_index_keeps_digests_and_still_finds_copies() -> None:
+    def entry(entry_id: str, text: str, time: int) -> Entry:
+        raw = {"type": "message", "id": entry_id, "message": {"role": "user", "content": text, "timestamp": time}}
+        return Entry("message", entry_id, None, raw, 1)
+
+    first = Session("a.jsonl", "a", entries=[entry("u1", "hi", 1), entry("u2", "again", 2)])
+    later = Session("b.jsonl", "b", entries=[entry("x1", "hi", 1), entry("u2", "again", 2), entry("x3", "new", 3)])
+    earlier = CopyIndex(sealing=True)
+    mark_copies(first, earlier, "earlier sessions", DiagnosticSink())
+    assert [original.raw for original in earlier.ids.values()] == [None, None]  # entries let go
+    found: list[Diagnostic] = []
+    mark_copies(later, earlier, "earlier sessions", DiagnosticSink(found.append))
+    assert [e.copy_of for e in later.entries] == ["u1", "u2", None]  # by content, by id with its content
+    assert [d.code for d in found] == ["context_copied"]

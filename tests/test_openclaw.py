@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import orjson
 
 from conftest import FIXTURES, run_cli
+from ng_traj.sources.openclaw.store import _usable
 
 OPENCLAW = FIXTURES / "openclaw"
 N = None
@@ -287,3 +289,16 @@ def test_checkpoint_copies_are_found_by_their_name_not_by_a_pattern(tmp_path):
     }
     assert calls["s[1]"] == ["resp_checkpoint", "resp_live"]
     assert ["resp_decoy"] in calls.values()  # the other file is a session of its own
+
+
+def test_a_transcript_in_a_sibling_folder_sharing_the_agents_folders_name_is_outside_it(tmp_path):
+    agents, sibling = tmp_path / "agents", tmp_path / "agents-old"
+    for folder in (agents / "main" / "sessions", sibling):
+        folder.mkdir(parents=True)
+        (folder / "s.jsonl").write_text("{}\n")
+    root = agents.resolve()
+    cache: dict = {}
+    assert _usable(agents / "main" / "sessions" / "s.jsonl", root, cache)
+    assert not _usable(sibling / "s.jsonl", root, cache)
+    assert not _usable(agents / "main" / "sessions" / ".." / ".." / ".." / "agents-old" / "s.jsonl", root, cache)
+    assert _usable(sibling / "s.jsonl", Path("/"), cache)  # everything lies inside the root folder

@@ -33,7 +33,7 @@ import orjson
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import CompressedStreamError, logical_name, open_input
-from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
+from ng_traj.sources.native import NativeObservations, NativeUnit, ResolvedFolders, folders_of, register
 from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
     Stores,
@@ -47,9 +47,9 @@ from ng_traj.sources.openclaw.store import (
     tree_roots,
 )
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
-from ng_traj.sources.pi.forks import fork_parents, fork_trees, header_only, observe_forks
+from ng_traj.sources.pi.forks import fork_parents, fork_trees, observe_forks
 from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
-from ng_traj.sources.pi.session import Session, read_session
+from ng_traj.sources.pi.session import Session, read_session, scan_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
 OPENCLAW_CUSTOM = ("model-snapshot", "openclaw")
@@ -176,6 +176,7 @@ class OpenClawReader:
         headers = {t: scans.header(t).session_id for t in transcripts if str(t) not in used}
         for root, store_paths in sorted(stores_by_root.items()):
             stores = read_stores(store_paths, root, sink)
+            stores.resolved = scans.folders
             for entry, path in adopt_renamed(stores, headers):
                 message = (
                     f"session {entry.key}: transcript {path.name} read for it (its header carries session id "
@@ -191,6 +192,7 @@ class OpenClawReader:
     ) -> NativeUnit:
         agents = transcript.parent / "openclaw_sessions" / "agents"
         stores = read_stores(_pinchbench_stores(agents), agents, DiagnosticSink())
+        stores.resolved = scans.folders
         hints = [("transcript", str(transcript)), ("agents_root", str(agents))]
         paths = [transcript, *_pinchbench_stores(agents)]
         root = _root_key(stores, scans.header(transcript).session_id)
@@ -238,9 +240,9 @@ class OpenClawReader:
             root = Path(hints["transcript"])
             detail = "root_session_not_found" if (root.parent / "sessions.json").is_file() else None
             observed = observe_forks(unit.paths, str(root), sink, derive_status=False, positional_ids=True)
-            sessions = {session.session_id: session for session in map(_quiet_read, unit.paths)}
+            scanned = {session.session_id: ids for session, ids in map(scan_session, unit.paths)}
             for one in observed:
-                unowned = _unowned(sessions.get(one.invocation.invocation_id))
+                unowned = _unowned_by(scanned.get(one.invocation.invocation_id))
                 one.gaps[:0] = [ObservationGap(code="subagent_hierarchy_unavailable", detail=detail), *unowned]
             return _bundle(observed, [])
         agents = Path(hints["agents_root"])
@@ -254,14 +256,14 @@ class OpenClawReader:
         root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
         stores = read_stores(store_paths, agents, DiagnosticSink())  # reported when indexed
         renamed = [Path(value) for name, value in unit.hints if name == "renamed"]
-        adopt_renamed(stores, {path: read_session(path, DiagnosticSink()).session_id for path in renamed})
+        adopt_renamed(stores, {path: scan_session(path)[0].session_id for path in renamed})
         nodes, gaps = discover_tree(stores, hints["root"], root_transcript)
         for node in nodes:
             refused = None if node.transcript else refused_transcript(stores.entries[node.key], stores.root)
             if refused is not None and not refused.is_symlink():  # a symlink was reported when indexed
                 message = f"session {node.key}: {refused} lies outside the agents folder; not read"
                 sink.add(Diagnostic("warning", "session_path_refused", message, path=str(refused)))
-        earlier = CopyIndex()
+        earlier = CopyIndex(sealing=True)  # a node's transcript is let go once it is observed
         observed = [_tree_session(node, sink, earlier, child=position > 0) for position, node in enumerate(nodes)]
         return _bundle(observed, gaps)
 
@@ -286,12 +288,13 @@ class _Scans:
 
     def __init__(self) -> None:
         self._seen: dict[str, tuple[Session, frozenset[str]]] = {}
+        self.folders: ResolvedFolders = {}
+        """Resolved folders (``native.folders_of``), for the life of the ``index`` call."""
 
     def _scan(self, path: Path) -> tuple[Session, frozenset[str]]:
         found = self._seen.get(str(path))
         if found is None:
-            session = read_session(path, DiagnosticSink(), index_only=True)
-            found = self._seen[str(path)] = (header_only(session), response_ids(session))
+            found = self._seen[str(path)] = scan_session(path)
         return found
 
     def header(self, path: Path) -> Session:
@@ -328,7 +331,9 @@ def _unit(
     unit_key = key or (scans.header(transcripts[0]).session_id if transcripts else Path(paths[0]).stem)
     names = tuple(sorted(dict.fromkeys(str(path) for path in paths)))
     first = str(anchor or (transcripts[0] if transcripts else paths[0]))
-    return NativeUnit("openclaw", unit_key, names, ids, folders_of(names), run_ids, (("mode", mode), *hints), first)
+    return NativeUnit(
+        "openclaw", unit_key, names, ids, folders_of(names, scans.folders), run_ids, (("mode", mode), *hints), first
+    )
 
 
 def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> SessionObservation:
@@ -340,17 +345,16 @@ def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> Sess
     return observed
 
 
-def _quiet_read(path: str | Path) -> Session:
-    return read_session(path, DiagnosticSink())  # read again: reported when first read
-
-
 def _unowned(session: Session | None) -> list[ObservationGap]:
     """NeMo Gym's OpenClaw rule: a session without a transcript, or none of whose assistant messages
     carries a provider response id, has no reference to any of its model calls, which the bundle-level
     gap ``model_call_ownership_unavailable`` (no invocation id) says; one gap per such session."""
-    if session is not None and response_ids(session):
-        return []
-    return [ObservationGap(code="model_call_ownership_unavailable")]
+    return _unowned_by(response_ids(session) if session is not None else None)
+
+
+def _unowned_by(ids: frozenset[str] | None) -> list[ObservationGap]:
+    """:func:`_unowned` of a session by its response ids (``None``: no transcript)."""
+    return [] if ids else [ObservationGap(code="model_call_ownership_unavailable")]
 
 
 def _tree_session(node: TreeNode, sink: DiagnosticSink, earlier: CopyIndex, *, child: bool) -> SessionObservation:

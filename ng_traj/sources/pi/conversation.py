@@ -22,6 +22,7 @@ conversation):
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,7 +97,16 @@ def _arguments(block: dict[str, Any]) -> str:
     value = block.get("arguments")
     if value is None:
         value = block.get("partialJson", block.get("partialArgs"))
-    return deep_dumps(value) if isinstance(value, dict | list) else str(value or "")
+    return _dumps(value) if isinstance(value, dict | list) else str(value or "")
+
+
+def _dumps(value: dict[str, Any] | list[Any]) -> str:
+    """``json.dumps(value)``: at once for a value the interpreter's recursion limit allows, else by
+    ``deep_dumps`` (which raises the limit while it writes)."""
+    try:
+        return json.dumps(value)
+    except RecursionError:
+        return deep_dumps(value)
 
 
 def tool_call_id(block: dict[str, Any], entry: Entry, position: int) -> str:

@@ -66,6 +66,27 @@ def content_key(raw: dict[str, Any]) -> bytes | None:
     return hashlib.blake2b(text, digest_size=16).digest()
 
 
+_ATOMS = (str, int, float, bool, type(None))
+
+
+def probe(kind: str, raw: dict[str, Any]) -> tuple[object, ...]:
+    """A cheap stand-in for :func:`content_key` of a copyable entry: its type and a few of its fields
+    outside the envelope (a list or object by its type's name), so two entries with equal keys always
+    have equal probes; entries whose probes differ are never compared, and only those that share one
+    are serialised and digested."""
+    if kind == "message":
+        message = raw["message"]
+        first, second, third = message.get("role"), message.get("timestamp"), message.get("responseId")
+    else:
+        first, second, third = raw.get("summary"), raw.get("customType"), None
+    return (
+        kind,
+        first if type(first) in _ATOMS else type(first).__name__,
+        second if type(second) in _ATOMS else type(second).__name__,
+        third if type(third) in _ATOMS else type(third).__name__,
+    )
+
+
 def response_key(raw: dict[str, Any]) -> str | None:
     """The ``responseId`` of an assistant message entry, else ``None``."""
     message = raw.get("message")
@@ -75,37 +96,104 @@ def response_key(raw: dict[str, Any]) -> str | None:
     return response if isinstance(response, str) and response else None
 
 
+class Original:
+    """An entry a later one may copy: its id, and its :func:`content_key`, computed the first time a
+    later entry is compared with it (most entries never are), or when it is sealed."""
+
+    __slots__ = ("_key", "entry_id", "raw")
+
+    def __init__(self, entry_id: str, raw: dict[str, Any]) -> None:
+        self.entry_id = entry_id
+        self.raw: dict[str, Any] | None = raw
+        self._key: bytes | bool | None = False
+
+    def key(self) -> bytes | None:
+        """:func:`content_key` of the entry (``None`` for one too deep to serialise)."""
+        if self._key is False:
+            self._key = content_key(self.raw or {})
+        return self._key  # type: ignore[return-value]
+
+    def seal(self) -> None:
+        """Keep the entry's key, not the entry."""
+        self.key()
+        self.raw = None
+
+
 @dataclass
 class CopyIndex:
-    """What earlier entries a later one could copy: ids with their content, contents, response ids.
+    """What earlier entries a later one could copy: ids, copyable entries by :func:`probe`, response ids.
 
-    Each maps to the id of the first entry that had it (the original).
+    ``ids`` holds the first entry of each id, ``contents`` every copyable original (in order) under its
+    probe, ``responses`` the id of the first entry of each response id. Content keys are computed only
+    for entries that share an id or a probe with a later one, so an index holds the entries' parsed
+    objects (the session already holds them) and a digest only of those compared.
+
+    ``sealing``: for a caller that does not hold the earlier sessions (an OpenClaw tree read node by
+    node), :func:`mark_copies` digests a session's originals once it has added them and lets go of the
+    entries, so the index holds 16 bytes per entry, not the sessions.
     """
 
-    ids: dict[str, bytes | None] = field(default_factory=dict)
-    contents: dict[bytes, str] = field(default_factory=dict)
+    ids: dict[str, Original] = field(default_factory=dict)
+    contents: dict[tuple[object, ...], list[Original]] = field(default_factory=dict)
     responses: dict[str, str] = field(default_factory=dict)
+    sealing: bool = False
+    pending: list[Original] = field(default_factory=list)
+    """Originals added since the index was last sealed (only while ``sealing``)."""
+
+    def seal(self) -> None:
+        """Digest the originals added since the last seal and drop their entries (:meth:`Original.seal`)."""
+        for original in self.pending:
+            original.seal()
+        self.pending.clear()
 
     def add(self, entry_id: str, kind: str, raw: dict[str, Any]) -> None:
         """Record an original entry (the first of each key wins)."""
-        key = content_key(raw)
-        self.ids.setdefault(entry_id, key)
-        if key is not None and _copyable(kind, raw):
-            self.contents.setdefault(key, entry_id)
-        response = response_key(raw)
+        self._add(Original(entry_id, raw), kind, raw, response_key(raw))
+
+    def _add(self, original: Original, kind: str, raw: dict[str, Any], response: str | None) -> None:
+        if self.sealing:
+            self.pending.append(original)
+        self.ids.setdefault(original.entry_id, original)
+        if _copyable(kind, raw):
+            self.contents.setdefault(probe(kind, raw), []).append(original)
         if response is not None:
-            self.responses.setdefault(response, entry_id)
+            self.responses.setdefault(response, original.entry_id)
 
     def original(self, entry_id: str, kind: str, raw: dict[str, Any]) -> str | None:
         """The id of the earlier entry this one copies, else ``None`` (module docstring gives the rules)."""
-        key = content_key(raw)
-        if key is not None and entry_id in self.ids and self.ids[entry_id] == key:
-            return entry_id
-        response = response_key(raw)
+        return self._original(Original(entry_id, raw), kind, raw, response_key(raw))
+
+    def _original(self, mine: Original, kind: str, raw: dict[str, Any], response: str | None) -> str | None:
+        same_id = self.ids.get(mine.entry_id)
+        if same_id is not None and mine.key() is not None and same_id.key() == mine.key():
+            return mine.entry_id
         if response is not None and response in self.responses:
             return self.responses[response]
-        if key is not None and _copyable(kind, raw) and key in self.contents:
-            return self.contents[key]
+        if self.contents and _copyable(kind, raw):
+            for earlier in self.contents.get(probe(kind, raw), ()):
+                if mine.key() is not None and earlier.key() == mine.key():
+                    return earlier.entry_id
+        return None
+
+    def copy_or_add(self, entry_id: str, kind: str, raw: dict[str, Any]) -> str | None:
+        """:meth:`original` of the entry; when it copies none, the entry is recorded (:meth:`add`)."""
+        mine, response = Original(entry_id, raw), response_key(raw)
+        same_id = self.ids.get(entry_id)
+        if same_id is not None and mine.key() is not None and same_id.key() == mine.key():
+            return entry_id
+        if response is not None and response in self.responses:
+            return self.responses[response]
+        bucket = self.contents.setdefault(probe(kind, raw), []) if _copyable(kind, raw) else None
+        for earlier in bucket or ():
+            if mine.key() is not None and earlier.key() == mine.key():
+                return earlier.entry_id
+        if self.sealing:
+            self.pending.append(mine)
+        self.ids.setdefault(entry_id, mine)
+        if bucket is not None:
+            bucket.append(mine)
+        if response is not None:
+            self.responses[response] = entry_id
         return None
 
 
@@ -126,19 +214,24 @@ def report_copies(copied: list[str], where: str, path: str, line: int | None, si
     sink.add(Diagnostic("warning", "context_copied", message, path=path, line=line))
 
 
-def mark_copies(session: SessionEntries, earlier: CopyIndex, where: str, sink: DiagnosticSink) -> CopyIndex:
+def mark_copies(
+    session: SessionEntries, earlier: CopyIndex, where: str, sink: DiagnosticSink, *, keep: bool = True
+) -> CopyIndex:
     """Mark the entries of ``session`` that copy entries of earlier sessions (a fork's parent, the live
-    transcript of a checkpoint), report them, and return ``earlier`` with this session's originals added.
+    transcript of a checkpoint), report them, and return ``earlier`` with this session's originals added
+    (unless ``keep`` is false: no session comes after this one).
     """
     marked = []
-    for entry in session.entries:
+    for entry in session.entries if earlier.ids else ():
         if entry.copy_of is None:
             entry.copy_of = earlier.original(entry.id, entry.type, entry.raw)
             if entry.copy_of is not None:
                 marked.append(entry)
-    for entry in session.entries:
+    for entry in session.entries if keep else ():
         if entry.copy_of is None:
             earlier.add(entry.id, entry.type, entry.raw)
+    if earlier.sealing:
+        earlier.seal()
     line = marked[0].line if marked else None
     report_copies([entry.copy_of or "" for entry in marked], where, session.path, line, sink)
     return earlier

@@ -93,10 +93,11 @@ def observe_forks(
     parents = fork_parents(sessions)
     earlier = CopyIndex()
     observed = []
-    for name in fork_trees(parents)[root]:
+    tree = fork_trees(parents)[root]
+    for position, name in enumerate(tree):
         session, parent = sessions[name], parents[name]
         where = f"entries of the session it was forked from ({Path(parent).name})" if parent else "earlier sessions"
-        mark_copies(session, earlier, where, sink)
+        mark_copies(session, earlier, where, sink, keep=position < len(tree) - 1)
         parent_id = sessions[parent].session_id if parent is not None else None
         one = observe(
             session, session.session_id, parent_id=parent_id, derive_status=derive_status, positional_ids=positional_ids

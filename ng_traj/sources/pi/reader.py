@@ -25,9 +25,8 @@ from ng_traj.contract import AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.openclaw.reader import is_openclaw_transcript, is_pi_family
-from ng_traj.sources.pi.forks import fork_parents, fork_trees, header_only, observe_forks
-from ng_traj.sources.pi.observe import response_ids
-from ng_traj.sources.pi.session import read_session
+from ng_traj.sources.pi.forks import fork_parents, fork_trees, observe_forks
+from ng_traj.sources.pi.session import scan_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
 
@@ -45,10 +44,9 @@ class PiReader:
 
     def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
-        sessions, responses = {}, {}
+        sessions, responses, folders = {}, {}, {}
         for path in files:
-            session = read_session(path, DiagnosticSink(), index_only=True)
-            sessions[str(path)], responses[str(path)] = header_only(session), response_ids(session)
+            sessions[str(path)], responses[str(path)] = scan_session(path)
         units = []
         for root, names in fork_trees(fork_parents(sessions)).items():
             ids = frozenset(rid for name in names for rid in responses[name])
@@ -56,7 +54,13 @@ class PiReader:
             hints = (("root", root),)
             units.append(
                 NativeUnit(
-                    self.name, sessions[root].session_id, paths, ids, folders_of(paths), hints=hints, anchor=root
+                    self.name,
+                    sessions[root].session_id,
+                    paths,
+                    ids,
+                    folders_of(paths, folders),
+                    hints=hints,
+                    anchor=root,
                 )
             )
         return units

@@ -152,8 +152,7 @@ def _header_version(header: dict[str, Any], path: str, line: int, sink: Diagnost
 
 def _entry(raw: dict[str, Any], line: int, version: int, previous: str | None) -> Entry:
     kind = raw.get("type") if isinstance(raw.get("type"), str) else "unknown"
-    if version < 3 and isinstance(raw.get("message"), dict) and raw["message"].get("role") == "hookMessage":
-        raw = {**raw, "message": {**raw["message"], "role": "custom"}}
+    raw = _migrated(raw, version)
     if version == 1:
         return Entry(kind, f"v1-{line}", previous, raw, line)
     entry_id = raw.get("id") if isinstance(raw.get("id"), str) and raw.get("id") else f"line-{line}"
@@ -170,19 +169,23 @@ def _migrate_v1_compactions(entries: list[Entry]) -> None:
             entry.raw = {**entry.raw, "firstKeptEntryId": kept}
 
 
+_ID_EFFECTS = (("id", "the entry is named after its line"), ("parentId", "the entry has no parent"))
+"""The envelope fields a v2+ entry needs as text, and what happens when one is not."""
+
+
 def _entry_problem(raw: dict[str, Any], version: int) -> str | None:
     """What makes an entry unusable in part: (v2+) an ``id``/``parentId`` that is not text, a
     ``type`` that is not text, or a ``message`` entry without a message object, a text role or
     readable content; ``None`` when nothing is wrong."""
-    effects = {"id": "the entry is named after its line", "parentId": "the entry has no parent"}
-    for key, effect in effects.items():
-        if version > 1 and raw.get(key) is not None and not isinstance(raw[key], str):
-            return f"{key} is not text ({quoted(raw[key])}); {effect}"
-    if not isinstance(raw.get("type"), str):
-        return f"type is not text ({quoted(raw.get('type'))}); passed over"
+    if version > 1:
+        for key, effect in _ID_EFFECTS:
+            value = raw.get(key)
+            if value is not None and not isinstance(value, str):
+                return f"{key} is not text ({quoted(value)}); {effect}"
+    kind = raw.get("type")
+    if kind != "message":
+        return None if isinstance(kind, str) else f"type is not text ({quoted(kind)}); passed over"
     message = raw.get("message")
-    if raw["type"] != "message":
-        return None
     if not isinstance(message, dict):
         return "a message entry without a message object; passed over"
     if not isinstance(message.get("role"), str):
@@ -215,10 +218,9 @@ def _block_problem(content: Any) -> str | None:
 def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = False) -> Session:
     """Parse one pi-family session file; unreadable lines are reported to ``sink`` and counted.
 
-    ``index_only``: what indexing needs (the header, the entries and their ids, ``response_ids``) and
-    no more: entries are not compared by content with the earlier ones (``copy_of`` is set only for
-    repeated ids) and copies and cycles are not reported; that is loading's work. It takes about
-    three fifths of the time of a full read.
+    ``index_only``: the header, the entries and their ids and no more: entries are not compared by
+    content with the earlier ones (``copy_of`` is set only for repeated ids) and copies and cycles
+    are not reported. Indexing itself reads less still (:func:`scan_session`).
     """
     session = Session(str(path), Path(path).name.split(".jsonl")[0])
     previous: str | None = None
@@ -252,10 +254,8 @@ def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = F
             entry.parent_id = latest.get(entry.parent_id, entry.parent_id)
         if _repeated(session, entry, copies, sink):
             continue
-        if not index_only:
-            entry.copy_of = entry.copy_of or index.original(entry.id, entry.type, entry.raw)
-            if entry.copy_of is None:
-                index.add(entry.id, entry.type, entry.raw)
+        if not index_only and entry.copy_of is None:
+            entry.copy_of = index.copy_or_add(entry.id, entry.type, entry.raw)
         latest[entry.raw.get("id") if session.version > 1 and isinstance(entry.raw.get("id"), str) else entry.id] = (
             entry.id
         )
@@ -272,6 +272,66 @@ def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = F
     first = next((entry.line for entry in session.entries if entry.copy_of is not None), None)
     report_copies(session.copied(), "earlier entries of the session", session.path, first, sink)
     return session
+
+
+def _migrated(raw: dict[str, Any], version: int) -> dict[str, Any]:
+    """The entry with pi's v3 role name (``hookMessage`` became ``custom``); ``raw`` itself when unchanged."""
+    if version < 3 and isinstance(raw.get("message"), dict) and raw["message"].get("role") == "hookMessage":
+        return {**raw, "message": {**raw["message"], "role": "custom"}}
+    return raw
+
+
+def scan_session(path: str | Path) -> tuple[Session, frozenset[str]]:
+    """What indexing needs of a session file, without building its entries: the session with its header
+    and no entries (``forks.header_only`` of :func:`read_session`), and the provider response ids
+    ``observe.response_ids`` finds in a full read.
+
+    The same rules as :func:`read_session`, kept only as far as they change those ids: a repeated
+    entry id (v2+) with other content replaces the earlier entry, one with the same content is a copy
+    (kept, so its response id counts, except in a ``pi --mode json`` event log, whose copies are passed
+    over); entries are compared by content only when their id repeats. Nothing is reported (loading
+    reports); an unreadable file gives the header-less session and no ids.
+    """
+    quiet = DiagnosticSink()
+    session = Session(str(path), Path(path).name.split(".jsonl")[0])
+    entries: list[tuple[str, dict[str, Any], bool]] = []  # (type, object, a copy) in the order of read_session
+    places: dict[str, int] = {}
+    for line, value in _objects(path, session, quiet):
+        if session.header is None and not entries:
+            if value.get("kind") == "header":
+                return Session(session.path, session.session_id), frozenset()
+            if value.get("type") == "session":
+                session.header = value
+                session.version = _header_version(value, session.path, line, quiet)
+                if isinstance(value.get("id"), str) and value["id"]:
+                    session.session_id = value["id"]
+                continue
+            session.version = 3 if "parentId" in value else 1
+        kind = value.get("type")
+        if kind == "session" or not isinstance(kind, str):
+            continue
+        if session.version > 1:
+            entry_id = value.get("id") if isinstance(value.get("id"), str) and value.get("id") else f"line-{line}"
+            place = places.get(entry_id)
+            if place is not None:
+                earlier = entries[place][1]
+                if content_key(_migrated(value, session.version)) == content_key(_migrated(earlier, session.version)):
+                    entries.append((kind, value, True))
+                else:
+                    entries[place] = (kind, value, False)
+                continue
+            places[entry_id] = len(entries)
+        entries.append((kind, value, False))
+    events = any(kind in EVENT_TYPES for kind, _, _ in entries)
+    wanted = "message_end" if events else "message"
+    ids = set()
+    for kind, value, copy in entries:
+        message = value.get("message")
+        if kind == wanted and not (events and copy) and isinstance(message, dict):
+            response = message.get("responseId")
+            if isinstance(response, str) and response:
+                ids.add(response)
+    return Session(session.path, session.session_id, header=session.header), frozenset(ids)
 
 
 def _repeated(session: Session, entry: Entry, seen: dict[object, int], sink: DiagnosticSink) -> bool:
