@@ -8,6 +8,7 @@ from pathlib import Path
 import orjson
 
 from conftest import FIXTURES, run_cli
+from ng_traj.io.files import resolved_folders
 from ng_traj.sources.openclaw.store import _usable
 
 OPENCLAW = FIXTURES / "openclaw"
@@ -297,8 +298,8 @@ def test_a_transcript_in_a_sibling_folder_sharing_the_agents_folders_name_is_out
         folder.mkdir(parents=True)
         (folder / "s.jsonl").write_text("{}\n")
     root = agents.resolve()
-    cache: dict = {}
-    assert _usable(agents / "main" / "sessions" / "s.jsonl", root, cache)
-    assert not _usable(sibling / "s.jsonl", root, cache)
-    assert not _usable(agents / "main" / "sessions" / ".." / ".." / ".." / "agents-old" / "s.jsonl", root, cache)
-    assert _usable(sibling / "s.jsonl", Path("/"), cache)  # everything lies inside the root folder
+    with resolved_folders():
+        assert _usable(agents / "main" / "sessions" / "s.jsonl", root)
+        assert not _usable(sibling / "s.jsonl", root)
+        assert not _usable(agents / "main" / "sessions" / ".." / ".." / ".." / "agents-old" / "s.jsonl", root)
+        assert _usable(sibling / "s.jsonl", Path("/"))  # everything lies inside the root folder

@@ -7,6 +7,7 @@ import pytest
 
 from conftest import FIXTURES, shared_dir
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.files import resolved_folders
 from ng_traj.sources.native import folders_of
 from ng_traj.sources.pi.observe import response_ids
 from ng_traj.sources.pi.session import read_session, scan_session
@@ -139,8 +140,8 @@ def test_folders_resolved_once_per_folder_are_those_of_each_file(tmp_path):
     (tmp_path / "loop").symlink_to(tmp_path / "loop")  # a folder that never resolves
     paths = [tmp_path / "linked" / "a.jsonl", real / "a.jsonl", real / "b.jsonl", tmp_path / "linked" / "b.jsonl"]
     paths += [tmp_path / "loop" / "c.jsonl", tmp_path / "missing" / "d.jsonl"]
-    cache: dict = {}
-    for path in paths:
-        assert folders_of([path], cache) == folders_of([path])
-    assert "rollout-3" in folders_of([real / "b.jsonl"], cache)
-    assert "linked" not in folders_of([tmp_path / "linked" / "a.jsonl"], cache)
+    alone = [folders_of([path]) for path in paths]
+    with resolved_folders():
+        assert [folders_of([path]) for path in paths] == alone
+        assert "rollout-3" in folders_of([real / "b.jsonl"])
+        assert "linked" not in folders_of([tmp_path / "linked" / "a.jsonl"])

@@ -17,7 +17,6 @@ matches none can still contribute its transcript usage as a model call, labelled
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -217,60 +216,16 @@ def scalar_text(value: object) -> str:
     return str(value) if isinstance(value, int | float) else ""
 
 
-def folders_of(paths: Sequence[str | Path], resolved_folders: ResolvedFolders | None = None) -> frozenset[str]:
+def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:
     """Names of every folder above ``paths``, symlinks resolved (for per-rollout folder attribution).
 
-    ``resolved_folders`` (one indexing pass's, started empty) keeps each folder resolved once
-    (:func:`resolved_folder`), so a path costs an ``lstat`` of each folder not seen before instead of
-    one per component.
+    Inside a build's planning (``io/files.resolved_folders``) each folder is resolved once, so a path
+    costs an ``lstat`` of each folder not seen before instead of one per component.
     """
     names: set[str] = set()
     for path in map(Path, paths):
-        folder = None if resolved_folders is None else _file_folder(path, resolved_folders)
-        names.update(part for part in (folder or resolved(path).parent).parts if part != "/")
+        names.update(part for part in resolved(path).parent.parts if part != "/")
     return frozenset(names)
-
-
-ResolvedFolders = dict[str, Path | None]
-"""Folders (as named) with their resolved path, ``None`` for one that does not resolve."""
-
-
-def resolved_folder(folder: Path, cache: ResolvedFolders) -> Path | None:
-    """``folder.resolve()`` by way of ``cache``: a folder that is not a symbolic link is its resolved
-    parent and its name, so only the links among its components are resolved whole (each once).
-
-    ``None`` when it does not resolve (a symlink loop, an unreadable component), where ``Path.resolve``
-    raises.
-    """
-    return _resolved_text(str(folder), cache)
-
-
-def _resolved_text(folder: str, cache: ResolvedFolders) -> Path | None:
-    """:func:`resolved_folder` of a folder named as ``str(Path)`` names it (no trailing or doubled
-    separators), in strings: ``pathlib`` costs more here than the ``lstat``."""
-    if folder in cache:
-        return cache[folder]
-    found: Path | None
-    above, name = os.path.split(folder)
-    if name in ("", ".", "..") or os.path.islink(folder):
-        try:
-            found = Path(folder).resolve()
-        except (RuntimeError, OSError):
-            found = None
-    else:
-        real = _resolved_text(above or ".", cache)
-        found = None if real is None else Path(os.path.join(str(real), name))
-    cache[folder] = found
-    return found
-
-
-def _file_folder(path: Path, cache: ResolvedFolders) -> Path | None:
-    """``resolved(path).parent`` for a file that is not a symbolic link; ``None`` for one that is, or
-    whose folder does not resolve (then :func:`~ng_traj.io.files.resolved` decides)."""
-    above, name = os.path.split(str(path))
-    if name in ("", ".", "..") or os.path.islink(path):
-        return None
-    return _resolved_text(above or ".", cache)
 
 
 EPOCH_UNITS = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6))

@@ -33,7 +33,7 @@ import orjson
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import CompressedStreamError, logical_name, open_input
-from ng_traj.sources.native import NativeObservations, NativeUnit, ResolvedFolders, folders_of, register
+from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
 from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
     Stores,
@@ -176,7 +176,6 @@ class OpenClawReader:
         headers = {t: scans.header(t).session_id for t in transcripts if str(t) not in used}
         for root, store_paths in sorted(stores_by_root.items()):
             stores = read_stores(store_paths, root, sink)
-            stores.resolved = scans.folders
             for entry, path in adopt_renamed(stores, headers):
                 message = (
                     f"session {entry.key}: transcript {path.name} read for it (its header carries session id "
@@ -192,7 +191,6 @@ class OpenClawReader:
     ) -> NativeUnit:
         agents = transcript.parent / "openclaw_sessions" / "agents"
         stores = read_stores(_pinchbench_stores(agents), agents, DiagnosticSink())
-        stores.resolved = scans.folders
         hints = [("transcript", str(transcript)), ("agents_root", str(agents))]
         paths = [transcript, *_pinchbench_stores(agents)]
         root = _root_key(stores, scans.header(transcript).session_id)
@@ -288,8 +286,6 @@ class _Scans:
 
     def __init__(self) -> None:
         self._seen: dict[str, tuple[Session, frozenset[str]]] = {}
-        self.folders: ResolvedFolders = {}
-        """Resolved folders (``native.folders_of``), for the life of the ``index`` call."""
 
     def _scan(self, path: Path) -> tuple[Session, frozenset[str]]:
         found = self._seen.get(str(path))
@@ -331,9 +327,7 @@ def _unit(
     unit_key = key or (scans.header(transcripts[0]).session_id if transcripts else Path(paths[0]).stem)
     names = tuple(sorted(dict.fromkeys(str(path) for path in paths)))
     first = str(anchor or (transcripts[0] if transcripts else paths[0]))
-    return NativeUnit(
-        "openclaw", unit_key, names, ids, folders_of(names, scans.folders), run_ids, (("mode", mode), *hints), first
-    )
+    return NativeUnit("openclaw", unit_key, names, ids, folders_of(names), run_ids, (("mode", mode), *hints), first)
 
 
 def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> SessionObservation:

@@ -37,10 +37,9 @@ import orjson
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import SUFFIXES, CompressedStreamError, open_input
-from ng_traj.io.files import read_regular
+from ng_traj.io.files import read_regular, resolved
 from ng_traj.io.lines import BOM
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-from ng_traj.sources.native import ResolvedFolders, resolved_folder
 
 ARCHIVE_MARKERS = (".jsonl.reset.", ".jsonl.deleted.")
 HEADER_BYTES = 1 << 20
@@ -90,9 +89,6 @@ class Stores:
     incomplete: bool = False
     renamed: dict[str, Path] = field(default_factory=dict)
     """Session id -> an input transcript under another name whose header carries that id."""
-    resolved: ResolvedFolders = field(default_factory=dict)
-    """Folders resolved while looking for transcripts (``native.resolved_folder``), each once for
-    the life of this object (indexing shares one among the stores it reads)."""
 
 
 def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
@@ -239,29 +235,19 @@ def transcript_names(entry: StoreEntry) -> list[str]:
     return [variant for name in names for variant in (name, *(name + suffix for suffix in SUFFIXES))]
 
 
-def _real(folder: Path, cache: ResolvedFolders | None) -> Path:
-    """``folder.resolve()``, by way of ``cache`` when given (``native.resolved_folder``).
-
-    Raises:
-        OSError, RuntimeError: As ``Path.resolve``.
-    """
-    found = None if cache is None else resolved_folder(folder, cache)
-    return found or folder.resolve()
-
-
 def _under(folder: Path, root: Path) -> bool:
     """``folder`` is ``root`` or lies inside it (both resolved, so compared as text)."""
     inside, top = str(folder), str(root)
     return inside == top or inside.startswith(top.rstrip("/") + "/")
 
 
-def _usable(candidate: Path, resolved_root: Path, cache: ResolvedFolders | None = None) -> bool:
+def _usable(candidate: Path, resolved_root: Path) -> bool:
     """A regular file, not a symbolic link, under ``resolved_root`` once its folders are resolved (a file
     that is no link resolves to its resolved folder and its name, so only folders are resolved)."""
     try:
         if not candidate.is_file() or candidate.is_symlink():
             return False
-        return _under(_real(candidate.parent, cache), resolved_root)
+        return _under(resolved(candidate.parent), resolved_root)
     except OSError:  # a name the file system refuses (longer than it allows): no such transcript
         return False
 
@@ -269,36 +255,33 @@ def _usable(candidate: Path, resolved_root: Path, cache: ResolvedFolders | None 
 def refused_transcript(entry: StoreEntry, root: Path) -> Path | None:
     """A file the entry names that exists but was refused (a symlink, or outside ``root``), else ``None``."""
     for candidate in (entry.folder / name for name in transcript_names(entry)):
-        if os.path.lexists(candidate) and not _usable(candidate, root.resolve()):
+        if os.path.lexists(candidate) and not _usable(candidate, resolved(root)):
             return candidate
     return None
 
 
-def transcript_for(entry: StoreEntry, root: Path, cache: ResolvedFolders | None = None) -> Path | None:
-    """The transcript file of a store entry (module docstring), or ``None``; ``cache``: resolved
-    folders (``Stores.resolved``)."""
-    resolved_root = _real(root, cache)
+def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
+    """The transcript file of a store entry (module docstring), or ``None``."""
+    resolved_root = resolved(root)
     for candidate in (entry.folder / name for name in transcript_names(entry)):
-        if _usable(candidate, resolved_root, cache):
+        if _usable(candidate, resolved_root):
             return candidate
     if entry.session_id:  # archived transcripts, newest first; listed only when no live file is usable
         for candidate in sorted(_archives(entry.folder, entry.session_id), reverse=True):
-            if _usable(candidate, resolved_root, cache):
+            if _usable(candidate, resolved_root):
                 return candidate
     return None
 
 
-def checkpoints_for(
-    entry: StoreEntry, root: Path, transcript: Path | None, cache: ResolvedFolders | None = None
-) -> tuple[Path, ...]:
+def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> tuple[Path, ...]:
     """Checkpoint copies of an entry's transcript in its store's folder: the files its
     ``compactionCheckpoints`` name, and ``<sessionId>.checkpoint.*.jsonl``; usable files only (as
     transcripts), never the transcript itself."""
-    resolved_root = _real(root, cache)
+    resolved_root = resolved(root)
     candidates = [entry.folder / name for name in entry.checkpoint_files]
     if entry.session_id:
         candidates += sorted(_named(entry.folder, (f"{entry.session_id}.checkpoint.",), ".jsonl"))
-    usable = [path for path in dict.fromkeys(candidates) if path != transcript and _usable(path, resolved_root, cache)]
+    usable = [path for path in dict.fromkeys(candidates) if path != transcript and _usable(path, resolved_root)]
     return tuple(sorted(usable))
 
 
@@ -309,17 +292,15 @@ def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreE
     transcript of its own adopts the one input in its store's folder whose header id is its
     ``sessionId`` (none when several are). Returns the entries adopted, in key order, with their file.
     """
-    resolved_root = _real(stores.root, stores.resolved)
+    resolved_root = resolved(stores.root)
     adopted = []
     for key, entry in sorted(stores.entries.items()):
-        if not entry.session_id or transcript_for(entry, stores.root, stores.resolved) is not None:
+        if not entry.session_id or transcript_for(entry, stores.root) is not None:
             continue
         found = [
             path
             for path, session_id in sorted(headers.items())
-            if session_id == entry.session_id
-            and path.parent == entry.folder
-            and _usable(path, resolved_root, stores.resolved)
+            if session_id == entry.session_id and path.parent == entry.folder and _usable(path, resolved_root)
         ]
         if len(found) == 1:
             stores.renamed[entry.session_id] = found[0]
@@ -391,16 +372,12 @@ def discover_tree(
     nodes = []
     for key in ordered:
         entry = stores.entries[key]
-        transcript = (
-            root_transcript
-            if key == root_key and root_transcript
-            else transcript_for(entry, stores.root, stores.resolved)
-        )
+        transcript = root_transcript if key == root_key and root_transcript else transcript_for(entry, stores.root)
         transcript = transcript or stores.renamed.get(entry.session_id or "")
         if transcript is None:
             incomplete = True
             gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=key, detail=entry.session_id))
-        checkpoints = checkpoints_for(entry, stores.root, transcript, stores.resolved)
+        checkpoints = checkpoints_for(entry, stores.root, transcript)
         nodes.append(TreeNode(key, parents[key], entry.session_id, transcript, checkpoints))
     if incomplete:
         gaps.append(ObservationGap(code="subagent_hierarchy_incomplete"))

@@ -44,7 +44,7 @@ class PiReader:
 
     def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
-        sessions, responses, folders = {}, {}, {}
+        sessions, responses = {}, {}
         for path in files:
             sessions[str(path)], responses[str(path)] = scan_session(path)
         units = []
@@ -58,7 +58,7 @@ class PiReader:
                     sessions[root].session_id,
                     paths,
                     ids,
-                    folders_of(paths, folders),
+                    folders_of(paths),
                     hints=hints,
                     anchor=root,
                 )
