@@ -229,16 +229,12 @@ def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = F
     index = CopyIndex()
     for line, value in _objects(path, session, sink):
         if session.header is None and not session.entries:
-            if value.get("kind") == "header":
+            first = _first_object(session, value, line, sink)
+            if first == "unsupported":
                 session.version, session.unsupported = 0, "kind_header"
                 return session
-            if value.get("type") == "session":
-                session.header = value
-                session.version = _header_version(value, session.path, line, sink)
-                if isinstance(value.get("id"), str) and value["id"]:
-                    session.session_id = value["id"]
+            if first == "header":
                 continue
-            session.version = 3 if "parentId" in value else 1  # no readable header: ids say v2+, else v1
         if value.get("type") == "session":
             if session.header is None:
                 message = "session header after the first entry; ignored (the file was read without a header)"
@@ -274,6 +270,22 @@ def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = F
     return session
 
 
+def _first_object(session: Session, value: dict[str, Any], line: int, sink: DiagnosticSink) -> str | None:
+    """Read the first object of a session file into ``session``: ``"unsupported"`` for a ``kind:
+    "header"`` layout (left unread), ``"header"`` for a session header (its version and id taken),
+    else ``None``, the version guessed from the entry (no readable header: ids say v2+, else v1)."""
+    if value.get("kind") == "header":
+        return "unsupported"
+    if value.get("type") == "session":
+        session.header = value
+        session.version = _header_version(value, session.path, line, sink)
+        if isinstance(value.get("id"), str) and value["id"]:
+            session.session_id = value["id"]
+        return "header"
+    session.version = 3 if "parentId" in value else 1
+    return None
+
+
 def _migrated(raw: dict[str, Any], version: int) -> dict[str, Any]:
     """The entry with pi's v3 role name (``hookMessage`` became ``custom``); ``raw`` itself when unchanged."""
     if version < 3 and isinstance(raw.get("message"), dict) and raw["message"].get("role") == "hookMessage":
@@ -298,15 +310,11 @@ def scan_session(path: str | Path) -> tuple[Session, frozenset[str]]:
     places: dict[str, int] = {}
     for line, value in _objects(path, session, quiet):
         if session.header is None and not entries:
-            if value.get("kind") == "header":
+            first = _first_object(session, value, line, quiet)
+            if first == "unsupported":
                 return Session(session.path, session.session_id), frozenset()
-            if value.get("type") == "session":
-                session.header = value
-                session.version = _header_version(value, session.path, line, quiet)
-                if isinstance(value.get("id"), str) and value["id"]:
-                    session.session_id = value["id"]
+            if first == "header":
                 continue
-            session.version = 3 if "parentId" in value else 1
         kind = value.get("type")
         if kind == "session" or not isinstance(kind, str):
             continue
