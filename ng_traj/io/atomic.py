@@ -41,12 +41,13 @@ def output_folder(target: Path, *, probe: bool = True) -> Path:
     if not parent.is_dir():
         raise RunError(f"output folder {parent} does not exist")
     if probe:
-        try:
-            fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
-        except OSError as exc:
-            raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
-        os.close(fd)
-        os.unlink(name)
+        with deferred_interrupts():  # a signal between making the probe and removing it is raised after
+            try:
+                fd, name = tempfile.mkstemp(prefix=f".{target.name}.tmp-", dir=parent)
+            except OSError as exc:
+                raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
+            os.close(fd)
+            os.unlink(name)
     return parent
 
 
@@ -266,10 +267,11 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         if check is not None:
             check(target)
         if target.exists():
-            old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
-            os.replace(target, old / target.name)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
+            with deferred_interrupts():  # the swap runs whole: a signal inside it is raised once it is done
+                old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
+                os.replace(target, old / target.name)
+                os.replace(tmp, target)
+                shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, target)
     except BaseException:
