@@ -173,3 +173,27 @@ def test_a_killed_runs_temporaries_are_removed_by_the_next_run_and_nothing_else(
     assert (tmp_path / name).exists()
     temporaries = [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{name}.tmp-")]
     assert sorted(temporaries) == sorted(made[key].name for key in ("live", "longer_suffix", "symlink"))
+
+
+def test_an_output_through_a_link_replaces_the_file_it_names_and_keeps_the_link(tmp_path):
+    target, link = tmp_path / "target.jsonl", tmp_path / "link.jsonl"
+    target.write_bytes(b"old\n")
+    link.symlink_to(target.name)
+    with atomic_file(link) as handle:
+        handle.write(b"new\n")
+    assert link.is_symlink() and os.readlink(link) == target.name
+    assert target.read_bytes() == b"new\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "target.jsonl"]
+
+
+@pytest.mark.skipif(not Path("/proc/self/fd").is_dir(), reason="needs Linux /proc")
+def test_a_link_to_an_open_descriptor_is_written_in_place(tmp_path):
+    captured, link = tmp_path / "captured.txt", tmp_path / "stdout.jsonl"
+    link.symlink_to("/proc/self/fd/1")  # as /dev/stdout is
+    code = (
+        f"from ng_traj.io.atomic import atomic_file\nwith atomic_file({str(link)!r}) as h:\n    h.write(b'line\\n')\n"
+    )
+    with captured.open("wb") as stdout:
+        subprocess.run([sys.executable, "-c", code], stdout=stdout, check=True)
+    assert captured.read_bytes() == b"line\n"
+    assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"

@@ -129,8 +129,25 @@ class AbortWrite(Exception):
 
 
 def _is_special(target: Path) -> bool:
-    """True for an existing target that is not a regular file (a device, a FIFO, ``/dev/stdout``)."""
+    """True for an existing target that is not a regular file (a device, a FIFO), or a link to an open
+    descriptor (``/dev/stdout``, ``/dev/fd/1``: a link into ``/proc``, whatever it names)."""
+    if target.is_symlink() and _descriptor_link(target):
+        return True
     return target.exists() and not target.is_file() and not target.is_dir()
+
+
+def _descriptor_link(link: Path) -> bool:
+    try:
+        named = os.readlink(link)
+    except OSError:
+        return False
+    return named.startswith("/proc/") or os.path.realpath(link.parent).startswith("/proc/")
+
+
+def _link_target(target: Path) -> Path:
+    """``target``, or what it links to when it is a symbolic link: an output written through a link
+    replaces the file the link names and keeps the link."""
+    return Path(os.path.realpath(target)) if target.is_symlink() else target
 
 
 TEMP_RANDOM = r"[a-z0-9_]{8}"
@@ -181,8 +198,8 @@ def _unlocked(path: str) -> bool:
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """Open ``path`` for binary writing, atomically; ``-`` is standard output.
 
-    A device or FIFO (``/dev/stdout``, a named pipe) is written in place, since it cannot be replaced.
-    ``AbortWrite`` raised in the block discards the new content and leaves ``path`` untouched.
+    A device or FIFO (``/dev/stdout``, a named pipe) is written in place, since it cannot be replaced;
+    through a symbolic link, the file it names is replaced and the link kept. ``AbortWrite`` raised in the block discards the new content and leaves ``path`` untouched.
 
     Raises:
         RunError: The parent folder is missing or unwritable, the target is a directory, or the
@@ -194,11 +211,13 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
             sys.stdout.buffer.flush()
         return
     target = Path(path)
-    parent = check_file_target(target)
     if _is_special(target):
+        check_file_target(target)
         with _write_errors(str(target)), contextlib.suppress(AbortWrite), open(target, "wb") as handle:
             yield handle
         return
+    target = _link_target(target)
+    parent = check_file_target(target)
     remove_stale(target, parent)
     tmp: str | None = None
     held: int | None = None
