@@ -203,6 +203,16 @@ def test_a_build_that_starts_its_own_ray_writes_only_ng_trajs_output(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no segment folder or temporary file left
 
 
+def test_a_usage_error_met_in_a_task_is_said_as_with_the_local_engine(tmp_path):
+    _ray()
+    out = tmp_path / "out.jsonl"
+    source = FIXTURES / "build" / "retained_run" / "input"
+    result = run_cli("build", source, "-o", out, "--engine", "ray", "--jobs", "1", "--redact-key", "role")
+    assert result.exit_code == 2
+    assert "error: rollout 0-0: --redact masked a value the trajectory contract constrains" in result.stderr
+    assert "internal error" not in result.stderr and not out.exists()
+
+
 def test_an_interrupted_build_leaves_the_previous_output_and_nothing_else(tmp_path, small_corpus):
     """SIGINT while a task writes its chunk: exit 130, the previous dataset in place, no temporary left."""
     _ray()

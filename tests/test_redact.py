@@ -181,6 +181,18 @@ def test_build_invalid_redact_pattern_is_a_usage_error(tmp_path):
     assert "Traceback" not in result.stderr and not out.exists()
 
 
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_mask_over_a_value_the_contract_constrains_is_a_usage_error_naming_it(tmp_path, jobs):
+    rollouts = _rollouts(tmp_path, "x")
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"previous\n")
+    result = run_cli("build", rollouts, "-o", out, "--redact-key", "role", "--jobs", jobs)
+    assert result.exit_code == 2, result.stderr
+    assert "--redact masked a value the trajectory contract constrains (invocations.0.conversation.0" in result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert out.read_bytes() == b"previous\n"
+
+
 def test_build_attach_redacts_a_row_nested_six_hundred_deep(tmp_path):
     nested = '"sk-' + FAKE + '"'
     for _ in range(600):

@@ -35,7 +35,7 @@ from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryR
 from ng_traj.contract.capture import PAYLOAD_KEYS, ModelCallRecord
 from ng_traj.contract.observations import dedupe_gaps
 from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, plural
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
 from ng_traj.roles import CallUsage, call_usage
@@ -390,7 +390,13 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
         for finding in recorded_bundle_problems(row.get("ng_agent_observations")):
             sink.add(finding.at(slot.path or "", slot.line or None))
     if options.redactor is not None:
-        record = TrajectoryRecord.model_validate(options.redactor.value(record))
+        try:
+            record = TrajectoryRecord.model_validate(options.redactor.value(record))
+        except ValidationError as exc:  # a mask over an id, a role, a number...: the record is no longer one
+            raise RunError(
+                f"rollout {slot.identity.rollout_id}: --redact masked a value the trajectory contract "
+                f"constrains ({_first_error(exc)}); give a narrower --redact-key or --redact-pattern"
+            ) from None
     mask = options.redactor.value if options.redactor else None
     extras = extras_of(row, bundles.values, mask, run=slot.run_label, source_file=slot.file_label)
     built = Built(record, slot, None, failed, extras, dict(bundles.session_totals), release=options.release)

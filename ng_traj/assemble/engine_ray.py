@@ -130,12 +130,28 @@ def _parquet_chunk(
 
 
 def _map_chunks(batch: dict[str, Any], options: BuildOptions, target: ChunkTarget) -> dict[str, Any]:
-    """The ``map_batches`` function: one chunk in (pickled slots), its pickled :class:`ChunkResult` out."""
-    results = [
-        pickle.dumps(build_chunk(int(chunk), pickle.loads(slots), options, target))
-        for chunk, slots in zip(batch["chunk"], batch["slots"], strict=True)
-    ]
+    """The ``map_batches`` function: one chunk in (pickled slots), its pickled :class:`ChunkResult` out,
+    or the :class:`RunError` that stopped it (a usage error met while building, such as a ``--redact``
+    mask the contract rejects: returned, so that Ray neither retries it nor wraps it)."""
+    results = []
+    for chunk, slots in zip(batch["chunk"], batch["slots"], strict=True):
+        try:
+            results.append(pickle.dumps(build_chunk(int(chunk), pickle.loads(slots), options, target)))
+        except RunError as exc:
+            results.append(pickle.dumps(RunError(str(exc))))
     return {"chunk": list(batch["chunk"]), "result": results}
+
+
+def _loaded(result: bytes) -> ChunkResult:
+    """A chunk's result as :func:`_map_chunks` pickled it.
+
+    Raises:
+        RunError: The chunk stopped on one.
+    """
+    value = pickle.loads(result)
+    if isinstance(value, RunError):
+        raise value
+    return value
 
 
 @dataclass
@@ -260,7 +276,7 @@ def _results(
         )
     rows = dataset.iter_rows()
     try:
-        yield from in_order(pickle.loads(row["result"]) for row in rows)
+        yield from in_order(_loaded(row["result"]) for row in rows)
     finally:
         close = getattr(rows, "close", None)
         if close is not None:
