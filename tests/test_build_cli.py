@@ -688,3 +688,15 @@ def test_a_row_longer_than_64_mib_is_recognised_and_built(tmp_path):
     assert "built 1 trajectory" in result.stderr
     (record,) = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
     assert record["rollout_id"] == "0-0"
+
+
+@pytest.mark.parametrize("name", ["out.jsonl.gz", "out.jsonl.zst"])
+def test_an_output_named_like_a_compressed_file_is_refused_before_reading(tmp_path, name):
+    result = run_cli("build", RETAINED, "-o", tmp_path / name)
+    assert result.exit_code == 2
+    assert f"the output is written as plain JSONL, not compressed; name it {name.rsplit('.', 1)[0]}" in result.stderr
+    assert list(tmp_path.iterdir()) == []
+    dataset = tmp_path / "ds.parquet"
+    assert run_cli("build", RETAINED, "-o", dataset).exit_code == 0
+    converted = run_cli("convert", dataset, "-o", tmp_path / name)
+    assert converted.exit_code == 2 and "not compressed" in converted.stderr

@@ -16,7 +16,7 @@ from rich.text import Text
 from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.assemble.run import run_slots
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name
 from ng_traj.cli.output import Reporter
 from ng_traj.diagnostics import RunError, plural, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
@@ -108,6 +108,7 @@ def _check(request: BuildRequest) -> tuple[str, str]:
 
         check_target(Path(output))  # before reading any input; checked again when the dataset is replaced
     elif output != STDOUT:
+        refuse_compressed_name(output)
         check_file_target(Path(output))
     return output, chosen
 

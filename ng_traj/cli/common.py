@@ -19,6 +19,7 @@ import os
 import sys
 import traceback
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -81,6 +82,24 @@ def redactor(redact: bool, keys: list[str] | None, patterns: list[str] | None) -
         return Redactor(keys or (), compile_patterns(patterns or ())).value
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+
+
+def refuse_compressed_name(output: str) -> None:
+    """Refuse a JSONL output named like a compressed file (``out.jsonl.gz``, ``.zst``): ng-traj writes
+    plain text, which tools that go by the name would fail to read.
+
+    Raises:
+        RunError: ``output`` ends in a compression suffix.
+    """
+    from ng_traj.io.compression import logical_name
+
+    name = Path(output).name
+    plain = logical_name(name)
+    if plain != name:
+        raise RunError(
+            f"-o {output}: the output is written as plain JSONL, not compressed; name it {plain} "
+            "(and compress it afterwards, with gzip or zstd, if you need to: ng-traj reads it back either way)"
+        )
 
 
 def stderr_console() -> Console:

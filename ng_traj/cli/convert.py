@@ -16,6 +16,7 @@ from ng_traj.cli.common import (
     MaxLineBytesOption,
     guarded,
     gym_release,
+    refuse_compressed_name,
 )
 from ng_traj.cli.output import (
     QuietOption,
@@ -88,6 +89,8 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
         raise RunError(f"{source}: no such file or directory")
     refuse_parquet_file(source)
     release = gym_release(requested, "jsonl" if source.is_dir() else "parquet")
+    if source.is_dir() and output != STDOUT:
+        refuse_compressed_name(output)
     if not source.is_dir():
         if output == STDOUT:
             raise RunError("a Parquet dataset is a directory: name it with -o")
