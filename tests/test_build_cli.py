@@ -700,3 +700,15 @@ def test_an_output_named_like_a_compressed_file_is_refused_before_reading(tmp_pa
     assert run_cli("build", RETAINED, "-o", dataset).exit_code == 0
     converted = run_cli("convert", dataset, "-o", tmp_path / name)
     assert converted.exit_code == 2 and "not compressed" in converted.stderr
+
+
+def test_an_output_link_to_an_input_is_refused_and_the_input_left_alone(tmp_path):
+    source = tmp_path / "in"
+    shutil.copytree(RETAINED, source)
+    before = (source / "rollouts.jsonl").read_bytes()
+    link = tmp_path / "out.jsonl"
+    link.symlink_to(source / "rollouts.jsonl")
+    result = run_cli("build", source, "-o", link)
+    assert result.exit_code == 2
+    assert "is one of the inputs (a rollouts file under" in result.stderr
+    assert (source / "rollouts.jsonl").read_bytes() == before and link.is_symlink()

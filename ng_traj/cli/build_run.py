@@ -19,7 +19,7 @@ from ng_traj.assemble.run import run_slots
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name
 from ng_traj.cli.output import Reporter
 from ng_traj.diagnostics import RunError, plural, safe_text
-from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target
+from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
 from ng_traj.io.compression import logical_name
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, compile_patterns
@@ -157,7 +157,7 @@ def _build(
             force_kind=request.force_kind,
             manifest=manifest,
             max_line_bytes=request.max_line_bytes,
-            exclude=None if output == STDOUT else Path(output),
+            exclude=None if output == STDOUT else written_path(Path(output)),
         )
         feedback.finish_steps()
         options = BuildOptions(

@@ -144,9 +144,9 @@ def _descriptor_link(link: Path) -> bool:
     return named.startswith("/proc/") or os.path.realpath(link.parent).startswith("/proc/")
 
 
-def _link_target(target: Path) -> Path:
-    """``target``, or what it links to when it is a symbolic link: an output written through a link
-    replaces the file the link names and keeps the link."""
+def written_path(target: Path) -> Path:
+    """The file an output named ``target`` replaces: ``target``, or what it links to when it is a
+    symbolic link (the link is kept). A build never reads that file as an input."""
     return Path(os.path.realpath(target)) if target.is_symlink() else target
 
 
@@ -216,7 +216,7 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         with _write_errors(str(target)), contextlib.suppress(AbortWrite), open(target, "wb") as handle:
             yield handle
         return
-    target = _link_target(target)
+    target = written_path(target)
     parent = check_file_target(target)
     remove_stale(target, parent)
     tmp: str | None = None
