@@ -199,7 +199,8 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """Open ``path`` for binary writing, atomically; ``-`` is standard output.
 
     A device or FIFO (``/dev/stdout``, a named pipe) is written in place, since it cannot be replaced;
-    through a symbolic link, the file it names is replaced and the link kept. ``AbortWrite`` raised in the block discards the new content and leaves ``path`` untouched.
+    through a symbolic link, the file it names is replaced and the link kept. ``AbortWrite`` raised
+    in the block discards the new content and leaves ``path`` untouched.
 
     Raises:
         RunError: The parent folder is missing or unwritable, the target is a directory, or the
