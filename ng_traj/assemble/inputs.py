@@ -8,7 +8,6 @@ name, or the manifest's rollout id) and store folder; nothing is read yet beyond
 
 from __future__ import annotations
 
-import errno
 import os
 import stat
 import sys
@@ -18,7 +17,7 @@ from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
-from ng_traj.io.files import NOT_REGULAR, resolved
+from ng_traj.io.files import check_regular, resolved
 from ng_traj.io.lines import STREAM_INVALID, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import KINDS, claims, walk
@@ -157,7 +156,7 @@ def discover(
     inputs = Inputs()
     attributed = {resolved(entry.path): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]
-    output = _file_identity(exclude) if exclude is not None and exclude.exists() else None
+    output = _file_identity(exclude, _lstat(exclude)) if exclude is not None and exclude.exists() else None
     seen: dict[object, str] = {}
 
     def unreadable(exc: OSError) -> None:
@@ -169,7 +168,7 @@ def discover(
         named_text = str(named)  # one string per named input, shared by the index entries of its files
         for file in walk(named, unreadable):
             link = _lstat(file)
-            identity = (link.st_dev, link.st_ino) if link is not None else file.absolute()
+            identity = _file_identity(file, link)
             if identity == output:
                 _refuse_output(file, named, exclude)  # type: ignore[arg-type]
                 continue
@@ -197,11 +196,10 @@ def _refuse_output(file: Path, named: Path, output: Path) -> None:
         raise RunError(f"output {output} is one of the inputs{where}; writing would replace it: name another file")
 
 
-def _file_identity(file: Path) -> object:
+def _file_identity(file: Path, link: os.stat_result | None) -> object:
     """The same file reached by two paths (overlapping inputs) has one identity, ``(st_dev, st_ino)``
-    of its ``lstat``; a symlink is its own file (it may be refused while its target is read); a file
-    that cannot be ``lstat``-ed is its absolute path."""
-    link = _lstat(file)
+    of its ``lstat`` (``link``, ``None`` when it cannot be taken: then its absolute path); a symlink
+    is its own file (it may be refused while its target is read)."""
     return (link.st_dev, link.st_ino) if link is not None else file.absolute()
 
 
@@ -210,24 +208,6 @@ def _lstat(file: Path) -> os.stat_result | None:
         return os.lstat(file)
     except OSError:
         return None
-
-
-def _check_readable(file: Path) -> None:
-    """Raise ``OSError`` unless ``file`` is a regular file this process can open for reading.
-
-    The file is opened as ``io/files.py``'s ``open_regular`` opens it (without blocking, checked on
-    the descriptor) and closed at once, without making a file object.
-
-    Raises:
-        OSError: It cannot be opened; ``errno.EINVAL`` with :data:`NOT_REGULAR` when the descriptor
-            is not a regular file (it was replaced since it was listed).
-    """
-    descriptor = os.open(file, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise OSError(errno.EINVAL, NOT_REGULAR, str(file))
-    finally:
-        os.close(descriptor)
 
 
 def _classify(
@@ -248,7 +228,7 @@ def _classify(
             inputs.by_kind["unclaimed"] += 1
             _report(sink, "input_unclaimed", file, message, True)
             return
-        _check_readable(file)
+        check_regular(file)
     except OSError as exc:
         inputs.by_kind["unreadable"] += 1
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(file)))

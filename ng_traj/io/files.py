@@ -32,16 +32,35 @@ def open_regular(path: str | Path, buffering: int = -1) -> BinaryIO:
         OSError: It cannot be opened, or it is not a regular file (``errno.EINVAL``,
             :data:`NOT_REGULAR`); callers report either as ``unreadable_file``.
     """
-    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    descriptor = _open_regular(path)
     try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
-            raise OSError(errno.EINVAL, NOT_REGULAR, str(path))
         os.set_blocking(descriptor, True)
         handle = os.fdopen(descriptor, "rb", buffering=buffering)
     except BaseException:
         os.close(descriptor)
         raise
     return handle  # type: ignore[return-value]
+
+
+def check_regular(path: str | Path) -> None:
+    """Check that ``path`` opens as :func:`open_regular` opens it, without making a file object.
+
+    Raises:
+        OSError: As :func:`open_regular`.
+    """
+    os.close(_open_regular(path))
+
+
+def _open_regular(path: str | Path) -> int:
+    """A descriptor of ``path`` opened for reading without blocking, checked to be a regular file."""
+    descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+            raise OSError(errno.EINVAL, NOT_REGULAR, str(path))
+    except BaseException:
+        os.close(descriptor)
+        raise
+    return descriptor
 
 
 def read_regular(path: str | Path) -> bytes:

@@ -167,13 +167,9 @@ _TEXT = {name: tuple(n for n, kind in enumerate(kinds) if kind == "t") for name,
 _NUMBERS = {name: tuple(n for n, kind in enumerate(kinds) if kind == "n") for name, kinds in COLUMN_KINDS.items()}
 
 
-def weight(rows: list[tuple[Any, ...]], table: str | None = None) -> int:
-    """Approximate bytes of some rows: their text, plus a fixed amount per row (row-group sizing).
-
-    With ``table`` named, only its text columns (:data:`COLUMN_KINDS`) are looked at (the same sum).
-    """
-    if table is None:
-        return sum(_ROW_OVERHEAD + sum(len(value) for value in row if type(value) in (str, bytes)) for row in rows)
+def weight(rows: list[tuple[Any, ...]], table: str) -> int:
+    """Approximate bytes of some rows of ``table``: the text of its text columns (:data:`COLUMN_KINDS`),
+    plus a fixed amount per row (row-group sizing)."""
     total = _ROW_OVERHEAD * len(rows)
     for n in _TEXT[table]:
         for row in rows:

@@ -150,12 +150,14 @@ class CopyIndex:
         """Record an original entry (the first of each key wins)."""
         self._add(Original(entry_id, raw), kind, raw, response_key(raw))
 
-    def _add(self, original: Original, kind: str, raw: dict[str, Any], response: str | None) -> None:
+    def _add(
+        self, original: Original, kind: str, raw: dict[str, Any], response: str | None, probed: tuple | None = None
+    ) -> None:
         if self.sealing:
             self.pending.append(original)
         self.ids.setdefault(original.entry_id, original)
         if _copyable(kind, raw):
-            self.contents.setdefault(probe(kind, raw), []).append(original)
+            self.contents.setdefault(probed or probe(kind, raw), []).append(original)
         if response is not None:
             self.responses.setdefault(response, original.entry_id)
 
@@ -163,14 +165,16 @@ class CopyIndex:
         """The id of the earlier entry this one copies, else ``None`` (module docstring gives the rules)."""
         return self._original(Original(entry_id, raw), kind, raw, response_key(raw))
 
-    def _original(self, mine: Original, kind: str, raw: dict[str, Any], response: str | None) -> str | None:
+    def _original(
+        self, mine: Original, kind: str, raw: dict[str, Any], response: str | None, probed: tuple | None = None
+    ) -> str | None:
         same_id = self.ids.get(mine.entry_id)
         if same_id is not None and mine.key() is not None and same_id.key() == mine.key():
             return mine.entry_id
         if response is not None and response in self.responses:
             return self.responses[response]
         if self.contents and _copyable(kind, raw):
-            for earlier in self.contents.get(probe(kind, raw), ()):
+            for earlier in self.contents.get(probed or probe(kind, raw), ()):
                 if mine.key() is not None and earlier.key() == mine.key():
                     return earlier.entry_id
         return None
@@ -178,23 +182,11 @@ class CopyIndex:
     def copy_or_add(self, entry_id: str, kind: str, raw: dict[str, Any]) -> str | None:
         """:meth:`original` of the entry; when it copies none, the entry is recorded (:meth:`add`)."""
         mine, response = Original(entry_id, raw), response_key(raw)
-        same_id = self.ids.get(entry_id)
-        if same_id is not None and mine.key() is not None and same_id.key() == mine.key():
-            return entry_id
-        if response is not None and response in self.responses:
-            return self.responses[response]
-        bucket = self.contents.setdefault(probe(kind, raw), []) if _copyable(kind, raw) else None
-        for earlier in bucket or ():
-            if mine.key() is not None and earlier.key() == mine.key():
-                return earlier.entry_id
-        if self.sealing:
-            self.pending.append(mine)
-        self.ids.setdefault(entry_id, mine)
-        if bucket is not None:
-            bucket.append(mine)
-        if response is not None:
-            self.responses[response] = entry_id
-        return None
+        probed = probe(kind, raw) if _copyable(kind, raw) else None  # made once for both steps
+        found = self._original(mine, kind, raw, response, probed)
+        if found is None:
+            self._add(mine, kind, raw, response, probed)
+        return found
 
 
 def id_list(ids: Iterable[str]) -> str:

@@ -215,12 +215,10 @@ def _block_problem(content: Any) -> str | None:
     return None
 
 
-def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = False) -> Session:
+def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     """Parse one pi-family session file; unreadable lines are reported to ``sink`` and counted.
 
-    ``index_only``: the header, the entries and their ids and no more: entries are not compared by
-    content with the earlier ones (``copy_of`` is set only for repeated ids) and copies and cycles
-    are not reported. Indexing itself reads less still (:func:`scan_session`).
+    Indexing reads less (:func:`scan_session`): the header and the response ids, without entries.
     """
     session = Session(str(path), Path(path).name.split(".jsonl")[0])
     previous: str | None = None
@@ -250,7 +248,7 @@ def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = F
             entry.parent_id = latest.get(entry.parent_id, entry.parent_id)
         if _repeated(session, entry, copies, sink):
             continue
-        if not index_only and entry.copy_of is None:
+        if entry.copy_of is None:
             entry.copy_of = index.copy_or_add(entry.id, entry.type, entry.raw)
         latest[entry.raw.get("id") if session.version > 1 and isinstance(entry.raw.get("id"), str) else entry.id] = (
             entry.id
@@ -262,8 +260,6 @@ def read_session(path: str | Path, sink: DiagnosticSink, *, index_only: bool = F
     if any(entry.type in EVENT_TYPES for entry in session.entries):
         session.entries = _entries_from_events(session.entries, session.path, sink)
         session.event_log = True
-    if index_only:
-        return session
     _report_cycles(session, sink)
     first = next((entry.line for entry in session.entries if entry.copy_of is not None), None)
     report_copies(session.copied(), "earlier entries of the session", session.path, first, sink)
