@@ -12,6 +12,9 @@ from ng_traj.assemble.inputs import discover
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io import files
 from ng_traj.io.files import resolved, resolved_folders
+from ng_traj.sources.detect import claims
+from ng_traj.sources.native import folders_of, joined_ids
+from ng_traj.sources.openclaw import reader as openclaw_reader
 
 
 def _tree(root: Path) -> list[Path]:
@@ -119,3 +122,84 @@ def test_capture_files_name_the_input_each_was_found_under(tmp_path):
         "0-3": str(tmp_path / "capture"),
     }
     assert inputs.overlaps == {str(tmp_path / "capture"): {str(named_file)}}
+
+
+def test_resolved_folder_and_parent_are_resolved_as_text(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = _tree(tmp_path)
+    folders = [str(resolved(path)) for path in paths]
+    parents = [str(resolved(path).parent) for path in paths]
+    with resolved_folders():
+        assert [files.resolved_folder(path) for path in paths] == folders
+        assert [files.resolved_parent(path) for path in paths] == parents
+        assert [files.resolved_parent(path) for path in reversed(paths)][::-1] == parents  # cached
+    assert [files.resolved_parent(path) for path in paths] == parents
+
+
+def test_a_noted_regular_file_is_taken_at_its_word_only_within_the_block(tmp_path):
+    real = tmp_path / "f.jsonl"
+    real.write_text("{}\n")
+    link = tmp_path / "l.jsonl"
+    link.symlink_to(real)
+    assert files.is_regular(real) and not files.is_regular(link) and not files.is_regular(tmp_path)
+    assert files.is_link(link) and not files.is_link(real)
+    with resolved_folders():
+        files.note_regular(real)
+        real.unlink()
+        real.symlink_to(link.resolve())  # the inputs are taken not to change while they are planned
+        assert files.is_regular(real) and not files.is_link(real)
+        assert not files.is_regular(tmp_path / "missing" / "x.jsonl")
+        files.forget_regular([real])
+        assert not files.is_regular(real) and files.is_link(real)
+    assert files.is_link(real)
+
+
+def test_folder_names_are_those_of_the_resolved_parts(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    paths = [path for path in _tree(tmp_path) if path.name]
+    (tmp_path / ".hidden" / "a").mkdir(parents=True)
+    paths += [tmp_path / ".hidden" / "a" / "x.jsonl", tmp_path / "real" / "." / "deep" / "f.jsonl"]
+    for path in paths:
+        expected = frozenset(part for part in resolved(path).parent.parts if part != "/")
+        assert folders_of([path]) == expected
+        with resolved_folders():
+            assert folders_of([path, path]) == expected
+    both = folders_of(paths[:2])
+    assert both == frozenset(part for path in paths[:2] for part in resolved(path).parent.parts if part != "/")
+    assert folders_of([]) == frozenset()
+
+
+def test_joined_ids_share_a_set_that_holds_them_all():
+    one, two = frozenset({"a", "b"}), frozenset({"c"})
+    assert joined_ids([one]) is one and joined_ids([one, frozenset({"a"})]) is one
+    assert joined_ids([one, two]) == {"a", "b", "c"} and joined_ids([]) == frozenset()
+
+
+def test_capture_files_of_one_folder_are_claimed_alike(tmp_path):
+    store = tmp_path / "policy"
+    store.mkdir()
+    tools = tmp_path / "sess" / "tool-results"
+    tools.mkdir(parents=True)
+    (tmp_path / "sess.jsonl").write_text('{"type": "user", "sessionId": "s"}\n')
+    names = ["0-0.capture.jsonl", "0-1.capture.jsonl.gz", "0-2.capture.incomplete"]
+    for folder in (store, tools):
+        for name in names:
+            (folder / name).write_bytes(b"")
+    cache: dict = {}
+    for folder in (store, tools):
+        for name in names:
+            assert claims(folder / name, cache) == claims(folder / name)
+    assert [claim.kind for claim in claims(tools / names[0], cache)] == ["capture", "claude_code"]
+    assert sorted(cache) == [str(store), str(tools)]
+
+
+def test_whether_a_transcript_is_openclaw_s_is_worked_out_once_per_file(tmp_path, monkeypatch):
+    session = tmp_path / "s.jsonl"
+    session.write_text('{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00Z"}\n')
+    asked = []
+    real = openclaw_reader.is_openclaw_transcript
+    monkeypatch.setattr(openclaw_reader, "is_openclaw_transcript", lambda path: asked.append(path) or real(path))
+    assert [claim.kind for claim in claims(session)] == ["pi"]
+    assert asked == [session]
+    (tmp_path / "sessions.json").write_text("{}")
+    assert [claim.kind for claim in claims(session)] == ["openclaw"] and len(asked) == 2

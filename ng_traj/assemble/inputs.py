@@ -17,14 +17,14 @@ from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
-from ng_traj.io.files import check_regular, resolved
+from ng_traj.io.files import check_regular, note_regular, resolved
 from ng_traj.io.lines import STREAM_INVALID, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts.rows import run_name
-from ng_traj.sources.sniff import first_record, json_named
+from ng_traj.sources.sniff import Claim, first_record, json_named
 
 
 @dataclass(frozen=True, slots=True)
@@ -158,6 +158,7 @@ def discover(
     inputs.named = [str(path) for path in paths]
     output = _file_identity(exclude, _lstat(exclude)) if exclude is not None and exclude.exists() else None
     seen: dict[object, str] = {}
+    capture_folders: dict[str, list[Claim]] = {}  # what the sniffers make of a capture file's name, by folder
 
     def unreadable(exc: OSError) -> None:
         inputs.by_kind["unreadable"] += 1
@@ -179,7 +180,7 @@ def discover(
             seen[identity] = named_text
             entry = (attributed.get(resolved(file)) or named_entry) if attributed else None
             mode = link.st_mode if link is not None and not stat.S_ISLNK(link.st_mode) else None
-            _classify(inputs, file, named_text, file == named, force_kind, entry, sink, mode)
+            _classify(inputs, file, named_text, file == named, force_kind, entry, sink, mode, capture_folders)
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     return inputs
 
@@ -219,9 +220,10 @@ def _classify(
     entry: ManifestEntry | None,
     sink: DiagnosticSink,
     mode: int | None = None,
+    capture_folders: dict[str, list[Claim]] | None = None,
 ) -> None:
     """Claim ``file`` for one reader and index it in ``inputs`` (or report why not); ``mode`` is its
-    ``st_mode`` when the caller has it (saves a ``stat``)."""
+    ``st_mode`` when the caller has it (saves a ``stat``); ``capture_folders`` as for ``detect.claims``."""
     try:
         if not stat.S_ISREG(os.stat(file).st_mode if mode is None else mode):
             message = "not a regular file (a pipe, device or socket): inputs are read by byte offset; skipped"
@@ -233,7 +235,7 @@ def _classify(
         inputs.by_kind["unreadable"] += 1
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(file)))
         return
-    found = claims(file)
+    found = claims(file, capture_folders)
     forced = entry.kind if entry is not None and entry.kind in (*KINDS, *READERS) else force_kind
     kinds = [forced] if forced else [claim.kind for claim in found]
     if forced and forced not in [claim.kind for claim in found]:
@@ -264,6 +266,8 @@ def _classify(
     elif kind == "rollouts":
         inputs.rollout_files.append(RolloutFile(file, run_name(file), named))
     elif kind in READERS:
+        if mode is not None:  # its lstat found a regular file: planning need not take it again
+            note_regular(file)
         inputs.native.setdefault(kind, []).append(file)
         inputs.native_named[str(file)] = named
     elif kind == "capture":

@@ -30,7 +30,7 @@ from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.io.compression import logical_name
-from ng_traj.io.files import open_regular
+from ng_traj.io.files import forget_regular, open_regular
 from ng_traj.io.lines import JsonLine, read_json_objects
 from ng_traj.io.spans import text_copy
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
@@ -330,7 +330,12 @@ def _attribute_units(
     for name in sorted(inputs.native):
         files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
         files.sort()
-        for unit in index_units(name, files, sink):
+        units = index_units(name, files, sink)
+        forget_regular(files)
+        files.clear()  # the units keep the paths as text
+        units.reverse()
+        while units:  # each unit let go (its response ids and folder names) once attributed
+            unit = units.pop()
             where = attribute(unit, index, manifest, captured, _tool_sets)
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")

@@ -14,7 +14,7 @@ import contextvars
 import errno
 import os
 import stat
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
 
@@ -92,10 +92,55 @@ def resolved_folders() -> Iterator[None]:
     (another thread sees none), holds at most :data:`RESOLVED_FOLDERS` folders, and is dropped at the end.
     """
     token = _FOLDERS.set({})
+    regular = _REGULAR.set(set())
     try:
         yield
     finally:
+        _REGULAR.reset(regular)
         _FOLDERS.reset(token)
+
+
+_REGULAR: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("regular_files", default=None)
+
+
+def note_regular(path: Path) -> None:
+    """Record, within :func:`resolved_folders`, that ``path`` is a regular file and no symlink (its
+    ``lstat`` said so), so that :func:`is_regular` and :func:`resolved` take no ``lstat`` of it again.
+
+    Discovery notes the files native readers claim (one string per file, held by the readers' units
+    anyway); outside the block it does nothing.
+    """
+    files = _REGULAR.get()
+    if files is not None:
+        files.add(str(path))
+
+
+def forget_regular(paths: Iterable[Path]) -> None:
+    """Drop ``paths`` from what :func:`note_regular` was told (a reader's files once it has indexed
+    them: the set then holds only the files still to be indexed)."""
+    files = _REGULAR.get()
+    if files is not None:
+        files.difference_update(map(str, paths))
+
+
+def is_regular(path: Path) -> bool:
+    """Whether ``path`` is a regular file and no symlink: known within :func:`resolved_folders` for a
+    file :func:`note_regular` was told of, else by an ``lstat`` (``False`` when it cannot be taken)."""
+    files = _REGULAR.get()
+    if files is not None and str(path) in files:
+        return True
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except (OSError, ValueError):  # no such file, or a name the file system refuses (too long, a NUL)
+        return False
+
+
+def is_link(path: Path) -> bool:
+    """``Path.is_symlink`` of ``path``, without an ``lstat`` for a file :func:`note_regular` was told of."""
+    files = _REGULAR.get()
+    if files is not None and str(path) in files:
+        return False
+    return path.is_symlink()
 
 
 def resolved(path: Path) -> Path:
@@ -113,9 +158,28 @@ def resolved(path: Path) -> Path:
     return Path(os.path.join(_folder(path.parent, folders), path.name))
 
 
+def resolved_folder(folder: Path) -> str:
+    """:func:`resolved` of a folder, as text; inside :func:`resolved_folders` a folder resolved before
+    costs a look-up (not even the ``lstat`` :func:`resolved` takes of the last component)."""
+    folders = _FOLDERS.get()
+    return str(resolved(folder)) if folders is None else _folder(folder, folders)
+
+
+def resolved_parent(path: Path) -> str:
+    """The folder of :func:`resolved` ``(path)``, as text (for a file that is no symlink, its folder's
+    resolution: one ``lstat`` of the file inside :func:`resolved_folders`, no ``Path`` made)."""
+    folders = _FOLDERS.get()
+    if folders is None or not _plain(path):
+        return str(resolved(path).parent)
+    return _folder(path.parent, folders)
+
+
 def _plain(path: Path) -> bool:
     """Whether resolving ``path`` only resolves its folder: its last part is a name that is no symlink."""
-    return path.name not in ("", ".", "..") and not os.path.islink(path)
+    if path.name in ("", ".", ".."):
+        return False
+    files = _REGULAR.get()
+    return (files is not None and str(path) in files) or not os.path.islink(path)
 
 
 def _folder(path: Path, folders: dict[str, str]) -> str:

@@ -68,10 +68,23 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
 """Every sniffer; a new reader adds its own here."""
 
 
-def claims(path: Path) -> list[Claim]:
-    """All claims on one file (the caller reports zero or several)."""
+def claims(path: Path, capture_folders: dict[str, list[Claim]] | None = None) -> list[Claim]:
+    """All claims on one file (the caller reports zero or several).
+
+    A file named as a capture file (``<rollout_id>.capture.jsonl``, or its marker) is sniffed by name
+    alone, and such a name is no database, sidecar or companion file name, so what the sniffers make
+    of it depends only on its folder (a Claude Code ``tool-results`` folder, say): with
+    ``capture_folders`` (a dict the caller keeps for one discovery, by folder) the sniffers are asked
+    once per folder, not once per capture file.
+    """
     if capture_rollout_id(path.name) is not None:
-        return _claims(Sniffed(path, None))
+        if capture_folders is None:
+            return _claims(Sniffed(path, None))
+        folder = os.path.dirname(path)
+        found = capture_folders.get(folder)
+        if found is None:
+            found = capture_folders[folder] = _claims(Sniffed(path, None))
+        return list(found)
     if not json_named(path):
         return _claims(Sniffed(path, None))
     found = _claims(Sniffed(path, first_record(path)))

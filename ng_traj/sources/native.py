@@ -17,6 +17,7 @@ matches none can still contribute its transcript usage as a model call, labelled
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -26,7 +27,7 @@ from typing import Any, Protocol
 
 from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryModelCall
 from ng_traj.diagnostics import QUOTE_LIMIT, Diagnostic, DiagnosticSink
-from ng_traj.io.files import resolved
+from ng_traj.io.files import resolved_parent
 from ng_traj.io.lines import iter_json_lines
 from ng_traj.sources.sniff import Claim, Sniffed
 
@@ -216,16 +217,37 @@ def scalar_text(value: object) -> str:
     return str(value) if isinstance(value, int | float) else ""
 
 
+def joined_ids(sets: Sequence[frozenset[str]]) -> frozenset[str]:
+    """The union of ``sets``; the set itself when there is one (or one holds them all), not a copy:
+    a unit of one session shares the set its scan made."""
+    largest = max(sets, key=len, default=frozenset())
+    return largest if all(len(other) <= len(largest) and other <= largest for other in sets) else largest.union(*sets)
+
+
 def folders_of(paths: Sequence[str | Path]) -> frozenset[str]:
     """Names of every folder above ``paths``, symlinks resolved (for per-rollout folder attribution).
 
     Inside a build's planning (``io/files.resolved_folders``) each folder is resolved once, so a path
-    costs an ``lstat`` of each folder not seen before instead of one per component.
+    costs an ``lstat`` of each folder not seen before instead of one per component. The names are
+    interned (one string per name, however many units hold it), and the paths of one folder give
+    one set.
     """
-    names: set[str] = set()
-    for path in map(Path, paths):
-        names.update(part for part in resolved(path).parent.parts if part != "/")
-    return frozenset(names)
+    names: frozenset[str] | None = None
+    seen: dict[str, frozenset[str]] = {}
+    for path in paths:
+        folder = resolved_parent(Path(path))
+        found = seen.get(folder)
+        if found is None:
+            found = seen[folder] = _folder_names(folder)
+        names = found if names is None or names is found else names | found
+    return names if names is not None else frozenset()
+
+
+def _folder_names(folder: str) -> frozenset[str]:
+    """The names in the resolved folder ``folder`` (absolute text), as ``Path(folder).parts`` has them."""
+    plain = folder.startswith("/") and "//" not in folder and "/." not in folder  # no part for Path to drop
+    parts = folder.split("/") if plain else Path(folder).parts
+    return frozenset(sys.intern(part) for part in parts if part and part != "/")
 
 
 EPOCH_UNITS = ((1e11, 1.0), (1e14, 1e3), (1e17, 1e6))

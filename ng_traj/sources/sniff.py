@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -27,10 +27,16 @@ class Claim:
 
 @dataclass(frozen=True, slots=True)
 class Sniffed:
-    """What a sniffer sees of a file: its path and its first JSON record (``None`` if unparseable)."""
+    """What a sniffer sees of a file: its path and its first JSON record (``None`` if unparseable).
+
+    ``facts`` holds what a sniffer worked out about the file for the others that ask the same (say,
+    whether a pi-family transcript is OpenClaw's, which the pi and the OpenClaw sniffer both need and
+    which reads the file's first lines): worked out once per file, not once per sniffer.
+    """
 
     path: Path
     first: Any
+    facts: dict[str, Any] = field(default_factory=dict, compare=False, repr=False)
 
 
 SNIFF_LINES = 16

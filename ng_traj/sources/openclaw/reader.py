@@ -33,7 +33,8 @@ import orjson
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import CompressedStreamError, logical_name, open_input
-from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
+from ng_traj.io.files import is_link
+from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, joined_ids, register
 from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
     Stores,
@@ -47,7 +48,7 @@ from ng_traj.sources.openclaw.store import (
     tree_roots,
 )
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
-from ng_traj.sources.pi.forks import fork_parents, fork_trees, observe_forks
+from ng_traj.sources.pi.forks import fork_header, fork_parents, fork_trees, observe_forks
 from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
 from ng_traj.sources.pi.session import Session, read_session, scan_session
 from ng_traj.sources.sniff import Claim, Sniffed
@@ -130,6 +131,14 @@ def is_openclaw_transcript(path: Path) -> bool:
     )
 
 
+def sniffed_openclaw_transcript(sniffed: Sniffed) -> bool:
+    """:func:`is_openclaw_transcript` of a sniffed file, worked out once for every sniffer that asks."""
+    found = sniffed.facts.get("openclaw_transcript")
+    if found is None:
+        found = sniffed.facts["openclaw_transcript"] = is_openclaw_transcript(sniffed.path)
+    return found
+
+
 def _store_location(path: Path) -> bool:
     """True for ``agents/<id>/sessions/sessions.json`` (claimed even when unreadable, to report it)."""
     return (
@@ -153,7 +162,7 @@ class OpenClawReader:
         """Claim stores and OpenClaw transcripts."""
         if sniffed.path.suffix == ".json" and (is_store(sniffed.first) or _store_location(sniffed.path)):
             return Claim(self.name, "OpenClaw session store")
-        if is_pi_family(sniffed.first) and is_openclaw_transcript(sniffed.path):
+        if is_pi_family(sniffed.first) and sniffed_openclaw_transcript(sniffed):
             return Claim(self.name, "OpenClaw session transcript")
         return None
 
@@ -162,7 +171,7 @@ class OpenClawReader:
         stores_by_root: dict[Path, list[Path]] = {}
         transcripts = []
         for file in files:
-            if file.is_symlink():
+            if is_link(file):
                 message = "symlinked session file refused (it may point outside the agents folder)"
                 sink.add(Diagnostic("warning", "session_path_refused", message, path=str(file)))
             elif file.suffix == ".json":
@@ -290,11 +299,13 @@ class _Scans:
     def _scan(self, path: Path) -> tuple[Session, frozenset[str]]:
         found = self._seen.get(str(path))
         if found is None:
-            found = self._seen[str(path)] = scan_session(path)
+            session, ids = scan_session(path)
+            found = self._seen[str(path)] = (fork_header(session), ids)
         return found
 
     def header(self, path: Path) -> Session:
-        """The transcript at ``path`` without its entries (:func:`header_only`)."""
+        """The transcript at ``path`` without its entries, its header cut to what forks need
+        (``forks.fork_header``)."""
         return self._scan(path)[0]
 
     def response_ids(self, path: Path) -> frozenset[str]:
@@ -323,7 +334,7 @@ def _unit(
 ) -> NativeUnit:
     transcripts = [path for path in paths if path.suffix != ".json"]
     used.update(str(path) for path in transcripts)
-    ids = frozenset(rid for path in transcripts for rid in scans.response_ids(path))
+    ids = joined_ids([scans.response_ids(path) for path in transcripts])
     unit_key = key or (scans.header(transcripts[0]).session_id if transcripts else Path(paths[0]).stem)
     names = tuple(sorted(dict.fromkeys(str(path) for path in paths)))
     first = str(anchor or (transcripts[0] if transcripts else paths[0]))

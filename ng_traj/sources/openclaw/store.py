@@ -37,7 +37,7 @@ import orjson
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import SUFFIXES, CompressedStreamError, open_input
-from ng_traj.io.files import read_regular, resolved
+from ng_traj.io.files import is_regular, read_regular, resolved, resolved_folder
 from ng_traj.io.lines import BOM
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 
@@ -89,6 +89,10 @@ class Stores:
     incomplete: bool = False
     renamed: dict[str, Path] = field(default_factory=dict)
     """Session id -> an input transcript under another name whose header carries that id."""
+    transcripts: dict[tuple[Path, str | None, str | None], Path | None] = field(default_factory=dict, repr=False)
+    """:func:`transcript_for` of each entry asked so far, by its store file, ``sessionFile`` and
+    ``sessionId`` (what it depends on): indexing asks it of an entry more than once, and the files
+    are taken not to change meanwhile."""
 
 
 def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
@@ -174,7 +178,7 @@ def _header_parents(stores: Stores) -> None:
     whose transcript header names, as ``parentSession``, the transcript of another entry."""
     if not any(entry.forked and entry.parent is None for entry in stores.entries.values()):
         return
-    transcripts = {key: transcript_for(entry, stores.root) for key, entry in stores.entries.items()}
+    transcripts = {key: stored_transcript(stores, entry) for key, entry in stores.entries.items()}
     owners: dict[str, list[str]] = {}
     for key, transcript in transcripts.items():
         if transcript is not None:
@@ -243,12 +247,14 @@ def _under(folder: Path, root: Path) -> bool:
 
 def _usable(candidate: Path, resolved_root: Path) -> bool:
     """A regular file, not a symbolic link, under ``resolved_root`` once its folders are resolved (a file
-    that is no link resolves to its resolved folder and its name, so only folders are resolved)."""
+    that is no link resolves to its resolved folder and its name, so only folders are resolved): one
+    ``lstat`` of the file (none for an input discovery found regular, ``io/files.is_regular``), and its
+    folder resolved once per planning (``io/files.resolved_folder``)."""
+    if not is_regular(candidate):  # a symlink is no regular file to lstat
+        return False
     try:
-        if not candidate.is_file() or candidate.is_symlink():
-            return False
-        return _under(resolved(candidate.parent), resolved_root)
-    except OSError:  # a name the file system refuses (longer than it allows): no such transcript
+        return _under(resolved_folder(candidate.parent), resolved_root)
+    except (OSError, ValueError):  # a name the file system refuses (longer than it allows, a NUL)
         return False
 
 
@@ -273,6 +279,14 @@ def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
     return None
 
 
+def stored_transcript(stores: Stores, entry: StoreEntry) -> Path | None:
+    """:func:`transcript_for` of an entry of ``stores``, looked up once per entry (``Stores.transcripts``)."""
+    key = (entry.store, entry.session_file, entry.session_id)
+    if key not in stores.transcripts:
+        stores.transcripts[key] = transcript_for(entry, stores.root)
+    return stores.transcripts[key]
+
+
 def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> tuple[Path, ...]:
     """Checkpoint copies of an entry's transcript in its store's folder: the files its
     ``compactionCheckpoints`` name, and ``<sessionId>.checkpoint.*.jsonl``; usable files only (as
@@ -295,7 +309,7 @@ def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreE
     resolved_root = resolved(stores.root)
     adopted = []
     for key, entry in sorted(stores.entries.items()):
-        if not entry.session_id or transcript_for(entry, stores.root) is not None:
+        if not entry.session_id or stored_transcript(stores, entry) is not None:
             continue
         found = [
             path
@@ -318,10 +332,10 @@ def _named(folder: Path, prefixes: tuple[str, ...], suffix: str = "") -> list[Pa
     the prefix): by the name, not a glob pattern, so that a ``[`` or ``*`` in a session id is itself,
     and a long id is not compiled into a regular expression (a 3 MB id took minutes)."""
     try:
-        names = [path for path in folder.iterdir() if path.name.startswith(prefixes)]
+        names = [name for name in os.listdir(folder) if name.startswith(prefixes)]
     except OSError:  # no such folder, or one that cannot be listed: none
         return []
-    return [path for path in names if path.name.endswith(suffix) and _after_prefix(path.name, prefixes, suffix)]
+    return [folder / name for name in names if name.endswith(suffix) and _after_prefix(name, prefixes, suffix)]
 
 
 def _after_prefix(name: str, prefixes: tuple[str, ...], suffix: str) -> bool:
@@ -372,7 +386,7 @@ def discover_tree(
     nodes = []
     for key in ordered:
         entry = stores.entries[key]
-        transcript = root_transcript if key == root_key and root_transcript else transcript_for(entry, stores.root)
+        transcript = root_transcript if key == root_key and root_transcript else stored_transcript(stores, entry)
         transcript = transcript or stores.renamed.get(entry.session_id or "")
         if transcript is None:
             incomplete = True

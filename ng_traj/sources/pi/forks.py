@@ -80,6 +80,13 @@ def header_only(session: Session) -> Session:
     return Session(session.path, session.session_id, header=session.header)
 
 
+def fork_header(session: Session) -> Session:
+    """The session with only what :func:`fork_parents` and unit keys need of it: its path, session id
+    and header ``parentSession`` (an index of many files holds no other header field)."""
+    parent = parent_session(session)
+    return Session(session.path, session.session_id, header=None if parent is None else {"parentSession": parent})
+
+
 def observe_forks(
     names: Sequence[str], root: str, sink: DiagnosticSink, *, derive_status: bool, positional_ids: bool = False
 ) -> list[SessionObservation]:

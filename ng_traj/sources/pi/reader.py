@@ -23,9 +23,9 @@ from pathlib import Path
 
 from ng_traj.contract import AgentObservationBundle, ObservationGap
 from ng_traj.diagnostics import DiagnosticSink
-from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register
-from ng_traj.sources.openclaw.reader import is_openclaw_transcript, is_pi_family
-from ng_traj.sources.pi.forks import fork_parents, fork_trees, observe_forks
+from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, joined_ids, register
+from ng_traj.sources.openclaw.reader import is_pi_family, sniffed_openclaw_transcript
+from ng_traj.sources.pi.forks import fork_header, fork_parents, fork_trees, observe_forks
 from ng_traj.sources.pi.session import scan_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
@@ -38,7 +38,7 @@ class PiReader:
 
     def sniff(self, sniffed: Sniffed) -> Claim | None:
         """Claim pi-family session files that are not OpenClaw's."""
-        if is_pi_family(sniffed.first) and not is_openclaw_transcript(sniffed.path):
+        if is_pi_family(sniffed.first) and not sniffed_openclaw_transcript(sniffed):
             return Claim(self.name, "pi session")
         return None
 
@@ -46,10 +46,11 @@ class PiReader:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
         sessions, responses = {}, {}
         for path in files:
-            sessions[str(path)], responses[str(path)] = scan_session(path)
+            session, responses[str(path)] = scan_session(path)
+            sessions[str(path)] = fork_header(session)  # held for every file until the forks are known
         units = []
         for root, names in fork_trees(fork_parents(sessions)).items():
-            ids = frozenset(rid for name in names for rid in responses[name])
+            ids = joined_ids([responses.pop(name) for name in names])  # each file's ids let go with its unit
             paths = tuple(sorted(names))
             hints = (("root", root),)
             units.append(
