@@ -114,7 +114,7 @@ def test_capture_files_name_the_input_each_was_found_under(tmp_path):
     (store / "0-3.capture.incomplete").write_text("")
     named_file = store / "0-1.capture.jsonl"  # named first: the store's first file, then the folder's others
     inputs = discover([named_file, tmp_path / "capture"], DiagnosticSink())
-    found = {key[0]: inputs.named_for(files) for key, stores in inputs.capture.items() for files in stores.values()}
+    found = {key[0]: inputs.named_for(files) for key, stores in inputs.capture.items() for files in stores}
     assert found == {
         "0-0": str(tmp_path / "capture"),
         "0-1": str(named_file),

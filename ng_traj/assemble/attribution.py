@@ -13,7 +13,7 @@ A rollout id that exists in several runs needs the manifest to name the run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -100,7 +100,7 @@ class CaptureIds:
     ``response_id`` and by the call's exact set of tool-call ids (the fallback join key when a message has no response id).
     """
 
-    def __init__(self, capture: Mapping[tuple[str, str | None], Mapping[str, CaptureFiles]]) -> None:
+    def __init__(self, capture: Mapping[tuple[str, str | None], Sequence[CaptureFiles]]) -> None:
         self._capture = capture
         self._built = False
         self.by_response: dict[str, set[str]] = {}
@@ -109,7 +109,7 @@ class CaptureIds:
     def _build(self) -> None:
         self._built = True
         for (rollout, _), stores in self._capture.items():
-            for files in stores.values():
+            for files in stores:
                 for response in _responses(files.capture) if files.capture else ():
                     if isinstance(response.get("id"), str):
                         self.by_response.setdefault(response["id"], set()).add(rollout)

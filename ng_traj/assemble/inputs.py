@@ -50,7 +50,8 @@ class Inputs:
 
     Attributes:
         rollout_files: Rollouts files, sorted by path.
-        capture: Capture files and markers per (rollout id, manifest run), per store.
+        capture: Capture files and markers per (rollout id, manifest run): one per store, in the order
+            the stores were found (a tuple, not a dict by store: most rollouts have two or three).
         capture_named: The named input each marker, and each capture file found under another named
             input than the first file of its store, was found under.
         store_named: The named input the first capture file of each store was found under.
@@ -64,7 +65,7 @@ class Inputs:
     """
 
     rollout_files: list[RolloutFile] = field(default_factory=list)
-    capture: dict[tuple[str, str | None], dict[str, CaptureFiles]] = field(default_factory=dict)
+    capture: dict[tuple[str, str | None], tuple[CaptureFiles, ...]] = field(default_factory=dict)
     capture_named: dict[str, str] = field(default_factory=dict)
     store_named: dict[str, str] = field(default_factory=dict)
     by_kind: Counter[str] = field(default_factory=Counter)
@@ -99,8 +100,9 @@ class Inputs:
         self.capture_enabled = True
         store = sys.intern(str(path.parent))  # one string per store, not per file
         slot = (key.rollout_id, key.run)
-        stores = self.capture.setdefault(slot, {})
-        current = stores.get(store, CaptureFiles(store, key.rollout_id))
+        stores = self.capture.get(slot, ())
+        place = next((index for index, files in enumerate(stores) if files.store == store), len(stores))
+        current = stores[place] if place < len(stores) else CaptureFiles(store, key.rollout_id)
         if path.name.endswith(INCOMPLETE_SUFFIX):
             current = CaptureFiles(store, key.rollout_id, current.capture, True)
             self.capture_named[str(path)] = named
@@ -108,7 +110,7 @@ class Inputs:
             current = CaptureFiles(store, key.rollout_id, str(path), current.incomplete)
             if self.store_named.setdefault(store, named) != named:  # most files share their store's
                 self.capture_named[str(path)] = named
-        stores[store] = current
+        self.capture[slot] = (*stores[:place], current, *stores[place + 1 :])
 
 
 def _has_content(path: Path) -> bool:

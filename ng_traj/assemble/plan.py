@@ -180,7 +180,7 @@ def plan(
     attached: dict[RowKey, list[CaptureFiles]] = {}
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
-        files = [stores[store] for store in sorted(stores)]
+        files = sorted(stores, key=lambda found: found.store)
         known = index.runs_by_id.get(rollout, ())
         runs = manifest_runs([manifest_run] if manifest_run else [], known, index.labels)
         if len(runs) == 1 and (rollout, next(iter(runs))) not in index.repeated:
@@ -195,6 +195,7 @@ def plan(
         for rollout, (files, runs) in orphans.items()
     ]
     shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct set of named inputs
+    file_labels: dict[tuple[str, str], str] = {}
     rows.reverse()
     while rows:  # in file order, each row's index entry dropped as its slot is made (never all of both held)
         row = rows.pop()
@@ -204,26 +205,23 @@ def plan(
         named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
         named = shared.setdefault(named, named)
         location = (str(row.file.path), row.line, row.offset, row.size)
-        slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units))
+        label = index.labels.get(row.file.run, row.file.run)
+        file_label = _file_label(label, location[0], file_labels)
+        slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units, label, file_label))
     own: list[Slot] = native.get(("own",), [])  # type: ignore[assignment]
     slots.extend(_separate_repeated_sessions(own, sink))
     slots.sort(key=lambda slot: slot.sort_key(index.labels))
-    file_labels: dict[tuple[str, str], str] = {}
-    for position, slot in enumerate(slots):
-        slots[position] = _labelled(slot, index.labels, file_labels)
     return slots, stats
 
 
-def _labelled(slot: Slot, labels: Mapping[str, str], file_labels: dict[tuple[str, str], str]) -> Slot:
-    """``slot`` with the labels of its run and rollouts file (a sidecar is named beside its run);
-    ``file_labels`` holds the file label of each (run label, rollouts file) made so far, one string each."""
-    if slot.run is None or slot.path is None:
-        return slot
-    label = labels.get(slot.run, slot.run)
-    file_label = file_labels.get((label, slot.path))
+def _file_label(label: str, path: str, file_labels: dict[tuple[str, str], str]) -> str:
+    """The label of a row's rollouts file ``path`` in the run labelled ``label`` (a sidecar is named
+    beside its run); ``file_labels`` holds the label of each (run label, rollouts file) made so far,
+    one string each."""
+    file_label = file_labels.get((label, path))
     if file_label is None:
-        file_label = file_labels[(label, slot.path)] = str(PurePosixPath(label).with_name(Path(slot.path).name))
-    return replace(slot, run_label=label, file_label=file_label)
+        file_label = file_labels[(label, path)] = str(PurePosixPath(label).with_name(Path(path).name))
+    return file_label
 
 
 def _separate_repeated_sessions(own: list[Slot], sink: DiagnosticSink) -> list[Slot]:

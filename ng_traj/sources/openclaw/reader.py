@@ -183,7 +183,8 @@ class OpenClawReader:
         scans = _Scans()
         units = [self._pinchbench(t, sink, used, covered, scans) for t in transcripts if pinchbench_run(t) is not None]
         headers = {t: scans.header(t).session_id for t in transcripts if str(t) not in used}
-        for root, store_paths in sorted(stores_by_root.items()):
+        for root in sorted(stores_by_root):  # each root's stores and covered keys let go once its trees are made
+            store_paths = stores_by_root.pop(root)
             stores = read_stores(store_paths, root, sink)
             for entry, path in adopt_renamed(stores, headers):
                 message = (
@@ -191,7 +192,7 @@ class OpenClawReader:
                     f"{entry.session_id}; the store names {transcript_names(entry)[0]}, which is not there)"
                 )
                 sink.add(Diagnostic("info", "session_transcript_renamed", message, path=str(path)))
-            units.extend(self._trees(stores, store_paths, sink, used, covered.setdefault(root, set()), scans))
+            units.extend(self._trees(stores, store_paths, sink, used, covered.pop(root, set()), scans))
         units.extend(_loose(transcripts, sink, used, scans))
         return units
 
