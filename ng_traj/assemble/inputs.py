@@ -98,7 +98,7 @@ class Inputs:
 
     def add_capture(self, path: Path, key: CaptureKey, named: str) -> None:
         self.capture_enabled = True
-        store = sys.intern(str(path.parent))  # one string per store, not per file
+        store = sys.intern(os.path.dirname(path) or ".")  # str(path.parent), without a Path; one string per store
         slot = (key.rollout_id, key.run)
         stores = self.capture.get(slot, ())
         place = next((index for index, files in enumerate(stores) if files.store == store), len(stores))
