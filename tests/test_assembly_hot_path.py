@@ -51,3 +51,96 @@ def test_the_extras_are_made_once_when_asked_for_and_as_before(monkeypatch: pyte
     producers = {assemble_slot(slot, options, DiagnosticSink()).extras.producer for slot in slots}
     assert producers - {None}, "the fixture has bundles, so some slot has a producer"
 
+
+def _parts(**changes):
+    from ng_traj.contract import (
+        AgentInvocation,
+        ModelCallRef,
+        ObservationGap,
+        TrajectoryModelCall,
+        TrajectoryToolCall,
+        TrajectoryTurn,
+    )
+
+    ref = ModelCallRef(model_call_id="c1")
+    turn = {"invocation_id": "root", "task_id": "t", "rollout_id": "r", "timestamp": 1.0, "step_count": 0}
+    parts = {
+        "invocations": [AgentInvocation(invocation_id="root", model_calls=[ref]), AgentInvocation(invocation_id="sub")],
+        "turns": [TrajectoryTurn(turn_no=1, model_calls=[ref], **turn), TrajectoryTurn(turn_no=2, **turn)],
+        "model_calls": [TrajectoryModelCall(model_call_id="c1", duration_ms=2.0), TrajectoryModelCall()],
+        "tool_calls": [TrajectoryToolCall(invocation_id="root", tool_call_id="x", output={"a": [1]})],
+        "gaps": [ObservationGap(code="model_calls_unavailable")],
+    }
+    parts.update(changes)
+    return parts
+
+
+def _made(task_id, rollout_id, parts):
+    """What pydantic makes of the record, or the errors it raises."""
+    from pydantic import ValidationError
+
+    from ng_traj.contract import TrajectoryRecord
+
+    try:
+        return TrajectoryRecord(task_id=task_id, rollout_id=rollout_id, **parts)
+    except ValidationError as exc:
+        return exc.errors()
+
+
+def _checked(task_id, rollout_id, parts):
+    from pydantic import ValidationError
+
+    from ng_traj.assemble.project import trajectory_record
+
+    try:
+        return trajectory_record(task_id, rollout_id, **parts)
+    except ValidationError as exc:
+        return exc.errors()
+
+
+def test_a_valid_record_is_the_one_pydantic_makes():
+    parts = _parts()
+    checked, made = _checked("t", "r", parts), _made("t", "r", parts)
+    assert checked == made
+    assert list(checked.__dict__) == list(made.__dict__)
+    assert checked.model_fields_set == made.model_fields_set
+    assert all(a is b for name in parts for a, b in zip(getattr(checked, name), getattr(made, name), strict=True))
+    assert all(getattr(checked, name) is not parts[name] for name in parts)  # lists of its own, as pydantic's
+    assert checked.model_dump_json() == made.model_dump_json()
+
+
+def _bugs():
+    from ng_traj.contract import AgentInvocation, TrajectoryModelCall, TrajectoryTurn
+
+    turn = {"invocation_id": "root", "task_id": "t", "rollout_id": "r", "timestamp": 1.0, "step_count": 0}
+    yield "duplicate_invocation_id", _parts(invocations=[AgentInvocation(invocation_id="a")] * 2)
+    yield "duplicate_model_call_id", _parts(model_calls=[TrajectoryModelCall(model_call_id="c")] * 2)
+    yield "duplicate_turn", _parts(turns=[TrajectoryTurn(turn_no=1, **turn)] * 2)
+    for field in ("task_id", "rollout_id"):
+        yield "turn_identity_mismatch", _parts(turns=[TrajectoryTurn(turn_no=1, **{**turn, field: "other"})])
+
+
+@pytest.mark.parametrize(("code", "parts"), list(_bugs()))
+def test_each_broken_record_is_rejected_as_pydantic_rejects_it(code, parts):
+    errors = _checked("t", "r", parts)
+    assert isinstance(errors, list)
+    assert errors[0]["type"] == code
+    assert errors == _made("t", "r", parts)
+
+
+def test_values_not_of_their_model_are_validated_by_pydantic():
+    from ng_traj.contract import TrajectoryTurn
+
+    turn = {"invocation_id": "root", "task_id": "t", "rollout_id": "r", "timestamp": 1, "step_count": 0, "turn_no": 1}
+    cases = [
+        ("t", "r", _parts(turns=[turn])),  # a dict: validated (and coerced) into a turn
+        ("t", "r", _parts(turns=[{**turn, "turn_no": 0}])),  # a bound broken
+        ("t", "r", _parts(model_calls=[{"duration_ms": -1.0}])),  # a negative duration
+        ("t", "r", _parts(gaps=[{"code": 5}])),
+        (7, "r", _parts()),  # an id that is not a string
+        ("t", "r", _parts(turns=[TrajectoryTurn.model_construct(**{**turn, "task_id": 3})])),
+    ]
+    for task_id, rollout_id, parts in cases:
+        assert _checked(task_id, rollout_id, parts) == _made(task_id, rollout_id, parts)
+    assert isinstance(_checked(*cases[0]).turns[0], TrajectoryTurn)
+    assert isinstance(_checked(*cases[2]), list)

@@ -273,8 +273,10 @@ def _validated_call(raw: dict) -> TrajectoryModelCall:
         {"started_at": 1, "latency_total_ms": 1000, "latency_ttft_ms": 5},
         {"model_ref": dict(POLICY), "status_code": 200.0},
         {"model_ref": None, "response": None, "response_raw": "event: x", "request": None, "request_raw": "raw"},
+        {"response": {"id": "resp_1", "status": 5, "output": []}},
+        {"response_status": "incomplete"},
     ],
-    ids=["as_derived", "int_times", "recorded_json", "raw_bodies"],
+    ids=["as_derived", "int_times", "recorded_json", "raw_bodies", "status_not_text", "status_recorded"],
 )
 def test_projected_call_is_the_validated_one(changes):
     raw = {**CAPTURED, **changes}

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
 
 from ng_traj.assemble.turns import TRANSCRIPT_GAP, TranscriptCall, turns_from_calls, turns_from_transcript
 from ng_traj.contract import (
@@ -49,6 +50,7 @@ from ng_traj.contract import (
 )
 from ng_traj.contract.base import ModelServerRef, built_model
 from ng_traj.contract.observations import dedupe_gaps
+from ng_traj.contract.trajectory import SCHEMA_VERSION
 
 METADATA_KEYS = (
     "response_id",
@@ -214,28 +216,38 @@ def project_call(raw: Mapping[str, Any]) -> TrajectoryModelCall:
     Raises:
         pydantic.ValidationError: A value the contract rejects (for example a negative latency).
     """
-    metadata = {key: value for key in METADATA_KEYS if (value := raw.get(key)) is not None}
-    response = raw.get("response")
-    if isinstance(response, dict) and isinstance(response.get("status"), str):
-        metadata.setdefault("response_status", response["status"])
-    request = raw.get("request")
+    get = raw.get
+    metadata: dict[str, Any] = {}
+    typed = True  # every metadata value of the type validation keeps unchanged (``_METADATA_TYPES``)
+    for key, kind in _METADATA_ITEMS:
+        value = get(key)
+        if value is not None:
+            metadata[key] = value
+            typed = typed and type(value) is kind
+    response = get("response")
+    if "response_status" not in metadata and isinstance(response, dict):
+        status = response.get("status")
+        if isinstance(status, str):
+            metadata["response_status"] = status
+            typed = typed and type(status) is str
+    request = get("request")
     values = {
-        "model_call_id": raw.get("model_call_id"),
-        "started_at": raw.get("started_at"),
-        "completed_at": raw.get("completed_at"),
-        "duration_ms": raw.get("latency_total_ms"),
-        "request": request if request is not None else raw.get("request_raw"),
-        "response": response if response is not None else raw.get("response_raw"),
+        "model_call_id": get("model_call_id"),
+        "started_at": get("started_at"),
+        "completed_at": get("completed_at"),
+        "duration_ms": get("latency_total_ms"),
+        "request": request if request is not None else get("request_raw"),
+        "response": response if response is not None else get("response_raw"),
         "response_metadata": metadata,
         "token_stats": {
-            "prompt_tokens": _nonnegative_int(raw.get("tokens_in")),
-            "completion_tokens": _nonnegative_int(raw.get("tokens_out")),
-            "reasoning_tokens": _nonnegative_int(raw.get("tokens_reasoning")),
-            "total_tokens": _nonnegative_int(raw.get("tokens_total")),
-            "cached_tokens": _nonnegative_int(raw.get("cached_tokens")),
+            "prompt_tokens": _nonnegative_int(get("tokens_in")),
+            "completion_tokens": _nonnegative_int(get("tokens_out")),
+            "reasoning_tokens": _nonnegative_int(get("tokens_reasoning")),
+            "total_tokens": _nonnegative_int(get("tokens_total")),
+            "cached_tokens": _nonnegative_int(get("cached_tokens")),
         },
     }
-    if not (_call_as_given(values) and _metadata_as_given(metadata)):
+    if not (typed and _call_as_given(values) and _metadata_bounds_hold(metadata)):
         return TrajectoryModelCall(**values)
     values["response_metadata"] = built_model(
         TrajectoryResponseMetadata, {**_NO_METADATA, **metadata}, fields_set=set(metadata)
@@ -263,6 +275,7 @@ _METADATA_TYPES: dict[str, type] = {
     "latency_ttft_ms": float,
 }
 """Per metadata field, the type pydantic keeps a value of unchanged (``model_ref`` an instance)."""
+_METADATA_ITEMS = tuple((key, _METADATA_TYPES[key]) for key in METADATA_KEYS)
 
 
 def _nonnegative_float(value: Any) -> bool:
@@ -280,11 +293,9 @@ def _call_as_given(values: dict[str, Any]) -> bool:
     )
 
 
-def _metadata_as_given(metadata: dict[str, Any]) -> bool:
-    """Whether validating ``metadata`` (non-null values only) would keep every value as it is."""
-    for key, value in metadata.items():
-        if type(value) is not _METADATA_TYPES[key]:
-            return False
+def _metadata_bounds_hold(metadata: dict[str, Any]) -> bool:
+    """Whether ``metadata``'s values of their types meet the contract's bounds: a known
+    ``response_source``, a non-negative ``latency_ttft_ms``."""
     return metadata.get("response_source", "local") in ("upstream", "local") and _nonnegative_float(
         metadata.get("latency_ttft_ms")
     )
@@ -358,15 +369,58 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
         state.gaps.append(ObservationGap(code="turns_unavailable"))
     if not any(invocation.conversation for invocation in state.invocations):
         state.gaps.append(ObservationGap(code="conversation_unavailable"))
-    return TrajectoryRecord(
-        task_id=inputs.task_id,
-        rollout_id=inputs.rollout_id,
+    return trajectory_record(
+        inputs.task_id,
+        inputs.rollout_id,
         invocations=state.invocations,
         turns=state.turns,
         model_calls=state.model_calls,
         tool_calls=state.tools,
         gaps=dedupe_gaps(state.gaps),
     )
+
+
+_RECORD_PARTS = (
+    ("invocations", AgentInvocation),
+    ("turns", TrajectoryTurn),
+    ("model_calls", TrajectoryModelCall),
+    ("tool_calls", TrajectoryToolCall),
+    ("gaps", ObservationGap),
+)
+"""The list fields of a ``TrajectoryRecord`` in declaration order, each with its items' model."""
+_RECORD_FIELDS_SET = frozenset({"task_id", "rollout_id", *(name for name, _ in _RECORD_PARTS)})
+
+
+def trajectory_record(task_id: Any, rollout_id: Any, **parts: Sequence[Any]) -> TrajectoryRecord:
+    """``TrajectoryRecord(task_id=task_id, rollout_id=rollout_id, **parts)``, checked without validating
+    again what the projection validated or built already.
+
+    ``parts`` are the record's five lists (``invocations``, ``turns``, ``model_calls``, ``tool_calls``,
+    ``gaps``), every one given. When both ids are strings and every list holds instances of exactly
+    its model (what the projection makes), pydantic would keep every value as it is and only run the
+    record's own check (``TrajectoryRecord._identity``: unique invocation and model-call ids, turns
+    of the record's task and rollout, unique per invocation); that check runs on the record made
+    from them. Anything else, and a record the check rejects, is validated by pydantic, so the
+    record, or the error, is the one it makes (``tests/test_assembly_hot_path.py``).
+
+    Raises:
+        pydantic.ValidationError: The record breaks the contract (duplicate ids, a turn of another
+            rollout, a value of the wrong type).
+    """
+    if type(task_id) is str and type(rollout_id) is str:
+        values: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "task_id": task_id, "rollout_id": rollout_id}
+        for name, model in _RECORD_PARTS:
+            items = list(parts[name])
+            if not all(type(item) is model for item in items):
+                break
+            values[name] = items
+        else:
+            record = built_model(TrajectoryRecord, values, fields_set=set(_RECORD_FIELDS_SET))
+            try:
+                return record._identity()
+            except PydanticCustomError:
+                pass  # pydantic raises it as the ValidationError it always was
+    return TrajectoryRecord(task_id=task_id, rollout_id=rollout_id, **parts)
 
 
 def failed_projection(task_id: str, rollout_id: str, exc: Exception) -> TrajectoryRecord:
