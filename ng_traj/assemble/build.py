@@ -355,10 +355,6 @@ def _producer_trajectory(slot: Slot, row: dict[str, Any] | None, bundles: _Bundl
     }
 
 
-def _unchanged(calls: list[Any]) -> list[Any]:
-    return calls
-
-
 def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Built:
     """Assemble one slot into its trajectory (see ``assemble/rollout.py``); with ``--attach``, its output row."""
     row = load_row(slot.path, slot.line, slot.offset, slot.size) if slot.path is not None else None
@@ -368,16 +364,18 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
     # The collector leaves payloads out of what it reads from capture stores for a row whose history
     # was redacted; payloads the row itself recorded are kept.
     redacted = capture.recomputed and row is not None and has_redaction_gap(row)
-    keep_captured = without_payloads if redacted or not options.payloads else _unchanged
-    keep = _unchanged if options.payloads else without_payloads
     inputs = ProjectionInputs(
         task_id=slot.identity.task_id,
         rollout_id=slot.identity.rollout_id,
         producer_trajectory=_producer_trajectory(slot, row, bundles),
         bundles=bundles.values,
-        capture_calls=keep_captured(judge.capture_calls),
+        capture_calls=judge.capture_calls,
+        capture_payloads=options.payloads and not redacted,
         capture_gaps=capture.gaps,
-        extra_calls=[*bundles.transcript_calls, *(project_call(call) for call in keep(judge.own_calls))],
+        extra_calls=[
+            *bundles.transcript_calls,
+            *(project_call(call, payloads=options.payloads) for call in judge.own_calls),
+        ],
         fallback=(lambda: fallback_invocation(row)) if row is not None else None,
         build_gaps=[*_identity_gap(slot), *slot.build_gaps, *judge.gaps],
         resolved=row.get("resolved") if row is not None else None,

@@ -88,6 +88,8 @@ class ProjectionInputs:
         producer_trajectory: The row's ``ng_trajectory`` value (used when it is an object).
         bundles: Observation bundle values in precedence order (row bundle, then native bundles).
         capture_calls: Captured calls as ``ModelCallRecord``-shaped mappings, in capture order.
+        capture_payloads: False when the captured calls' payloads are left out of the trajectory
+            (``project_call``'s ``payloads``).
         capture_gaps: The capture attachment's gap values.
         extra_calls: Model calls no capture holds (native transcript usage, row judge records), appended
             after the captured calls; each carries its own gap.
@@ -104,6 +106,7 @@ class ProjectionInputs:
     producer_trajectory: Any = None
     bundles: Sequence[Any] = ()
     capture_calls: Sequence[Mapping[str, Any]] = ()
+    capture_payloads: bool = True
     capture_gaps: Sequence[Any] = ()
     extra_calls: Sequence[TrajectoryModelCall] = ()
     fallback: Fallback | Callable[[], Fallback | None] | None = None
@@ -206,12 +209,16 @@ def _nonnegative_int(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def project_call(raw: Mapping[str, Any]) -> TrajectoryModelCall:
+def project_call(raw: Mapping[str, Any], *, payloads: bool = True) -> TrajectoryModelCall:
     """Project one captured call (a ``ModelCallRecord``-shaped mapping) into a trajectory model call.
 
     A call whose values already have the contract's types and bounds (every call derived from a
     capture line, and most recorded ones) is made without validating them again; any other is
     validated (and coerced) by pydantic. Both give the same call.
+
+    ``payloads`` false projects the call as if ``raw`` had none of its payload keys (``request``,
+    ``response`` and their raw texts: ``--no-payloads``, a redacted history), without a copy of
+    ``raw`` that leaves them out.
 
     Raises:
         pydantic.ValidationError: A value the contract rejects (for example a negative latency).
@@ -224,20 +231,20 @@ def project_call(raw: Mapping[str, Any]) -> TrajectoryModelCall:
         if value is not None:
             metadata[key] = value
             typed = typed and type(value) is kind
-    response = get("response")
+    response = get("response") if payloads else None
     if "response_status" not in metadata and isinstance(response, dict):
         status = response.get("status")
         if isinstance(status, str):
             metadata["response_status"] = status
             typed = typed and type(status) is str
-    request = get("request")
+    request = get("request") if payloads else None
     values = {
         "model_call_id": get("model_call_id"),
         "started_at": get("started_at"),
         "completed_at": get("completed_at"),
         "duration_ms": get("latency_total_ms"),
-        "request": request if request is not None else get("request_raw"),
-        "response": response if response is not None else get("response_raw"),
+        "request": request if request is not None or not payloads else get("request_raw"),
+        "response": response if response is not None or not payloads else get("response_raw"),
         "response_metadata": metadata,
         "token_stats": {
             "prompt_tokens": _nonnegative_int(get("tokens_in")),
@@ -301,12 +308,12 @@ def _metadata_bounds_hold(metadata: dict[str, Any]) -> bool:
     )
 
 
-def _capture(state: _State, calls: Sequence[Mapping[str, Any]], gaps: Sequence[Any]) -> None:
+def _capture(state: _State, calls: Sequence[Mapping[str, Any]], gaps: Sequence[Any], payloads: bool = True) -> None:
     positions = {call.model_call_id: i for i, call in enumerate(state.model_calls) if call.model_call_id is not None}
     for raw in calls:
         if not isinstance(raw, (dict, Mapping)):  # a dict is checked without the ABC's lookup
             continue
-        projected = project_call(raw)
+        projected = project_call(raw, payloads=payloads)
         call_id = raw.get("model_call_id")
         position = positions.pop(call_id, None) if call_id is not None else None
         if position is None:
@@ -339,7 +346,7 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
     for bundle in inputs.bundles:
         _observations(state, bundle)
     state.turns.sort(key=lambda turn: (turn.timestamp, turn.invocation_id, turn.turn_no))
-    _capture(state, inputs.capture_calls, inputs.capture_gaps)
+    _capture(state, inputs.capture_calls, inputs.capture_gaps, inputs.capture_payloads)
     if not isinstance(inputs.producer_trajectory, dict):
         state.turns = turns_from_calls(
             inputs.task_id, inputs.rollout_id, state.invocations, state.model_calls, inputs.resolved
