@@ -481,3 +481,17 @@ def test_token_metadata_selects_the_training_variant_and_is_checked_on_every_ite
     with pytest.raises(ValidationError) as caught:
         ITEM.validate_python({"type": "reasoning", "id": "r", "summary": [], "routed_experts": "x"})
     assert caught.value.errors()[0]["type"] == "token_metadata_incomplete"
+
+
+@pytest.mark.parametrize("present", [(0,), (1,), (2,), (0, 1), (0, 2), (1, 2)])
+def test_any_part_of_the_token_metadata_alone_is_incomplete(present: tuple[int, ...]):
+    fields = ("prompt_token_ids", "generation_token_ids", "generation_log_probs")
+    given = {fields[index]: [1] for index in present}
+    for item in (
+        {"type": "function_call", "arguments": "{}", "name": "f", "call_id": "c"},
+        {"call_id": "c", "output": "o"},
+    ):
+        with pytest.raises(ValidationError) as caught:
+            ITEM.validate_python({**item, **given})
+        assert caught.value.errors()[0]["type"] == "token_metadata_incomplete"
+        assert fields[next(i for i in range(3) if i not in present)] in caught.value.errors()[0]["msg"]

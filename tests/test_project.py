@@ -6,7 +6,7 @@ import pytest
 from pydantic import ValidationError
 
 from ng_traj.assemble.project import ProjectionInputs, project, project_call
-from ng_traj.assemble.rollout import build_trajectory, fallback_invocation
+from ng_traj.assemble.rollout import build_trajectory, fallback_invocation, without_payloads
 from ng_traj.contract import ModelServerRef, TrajectoryModelCall, TrajectoryRecord, TrajectoryToolCall
 from ng_traj.writers.jsonl import record_json
 
@@ -273,8 +273,10 @@ def _validated_call(raw: dict) -> TrajectoryModelCall:
         {"started_at": 1, "latency_total_ms": 1000, "latency_ttft_ms": 5},
         {"model_ref": dict(POLICY), "status_code": 200.0},
         {"model_ref": None, "response": None, "response_raw": "event: x", "request": None, "request_raw": "raw"},
+        {"response": {"id": "resp_1", "status": 5, "output": []}},
+        {"response_status": "incomplete"},
     ],
-    ids=["as_derived", "int_times", "recorded_json", "raw_bodies"],
+    ids=["as_derived", "int_times", "recorded_json", "raw_bodies", "status_not_text", "status_recorded"],
 )
 def test_projected_call_is_the_validated_one(changes):
     raw = {**CAPTURED, **changes}
@@ -285,6 +287,30 @@ def test_projected_call_is_the_validated_one(changes):
     for part in ("response_metadata", "token_stats", None):
         mine, theirs = (getattr(c, part) if part else c for c in (call, validated))
         assert [type(v) for v in mine.__dict__.values()] == [type(v) for v in theirs.__dict__.values()], part
+
+
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {},
+        {"response_status": "incomplete"},
+        {"model_ref": dict(POLICY), "started_at": 1},
+        {"response": None, "response_raw": "event: x", "request": None, "request_raw": "raw"},
+    ],
+)
+def test_a_call_without_payloads_is_the_call_of_its_mapping_without_them(changes):
+    raw = {**CAPTURED, **changes}
+    stripped = without_payloads([raw])[0]
+    call = project_call(raw, payloads=False)
+    assert call == project_call(stripped)
+    assert record_json(call) == record_json(project_call(stripped))
+    assert (call.request, call.response) == (None, None)
+    assert call.response_metadata.response_status == changes.get("response_status")  # not the response's
+    calls = [raw, {**raw, "model_call_id": "c2"}]
+    inputs = {"bundles": [_owning_bundle(model_call_id="c1")]}
+    record = project(ProjectionInputs("t", "0-1", capture_calls=calls, capture_payloads=False, **inputs))
+    expected = project(ProjectionInputs("t", "0-1", capture_calls=without_payloads(calls), **inputs))
+    assert record_json(record) == record_json(expected)
 
 
 @pytest.mark.parametrize(

@@ -73,9 +73,10 @@ class BuildOptions:
 class Built:
     """One assembled slot: the trajectory, and what the writers and the summary need of it.
 
-    ``attached`` is the ``--attach`` output line; ``extras`` carries what only the Parquet dataset
-    holds (agent, producer, compactions); ``session_totals`` the producer's own token totals of the
-    slot's native sessions (a summary cross-check). ``notes`` collects the diagnostics raised while
+    ``attached`` is the ``--attach`` output line; ``make_extras`` makes what only the Parquet
+    dataset holds (agent, producer, compactions: :attr:`extras`), made only when a writer asks for it
+    (a JSONL build never does); ``session_totals`` the producer's own token totals of the slot's
+    native sessions (a summary cross-check). ``notes`` collects the diagnostics raised while
     serialising (:meth:`encoded`), which happens after assembly, possibly in a worker.
     """
 
@@ -83,10 +84,18 @@ class Built:
     slot: Slot
     attached: bytes | None = None
     failed: Exception | None = None
-    extras: Extras = field(default_factory=Extras)
+    make_extras: Callable[[], Extras] = Extras
     session_totals: dict[str, int] = field(default_factory=dict)
     notes: list[Diagnostic] = field(default_factory=list)
     release: Release = "0.7"
+    _extras: Extras | None = None
+
+    @property
+    def extras(self) -> Extras:
+        """The Parquet-only values of the trajectory (``writers/parquet_rows.extras_of``), made on first use."""
+        if self._extras is None:
+            self._extras = self.make_extras()
+        return self._extras
 
     @property
     def line(self) -> bytes:
@@ -346,10 +355,6 @@ def _producer_trajectory(slot: Slot, row: dict[str, Any] | None, bundles: _Bundl
     }
 
 
-def _unchanged(calls: list[Any]) -> list[Any]:
-    return calls
-
-
 def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Built:
     """Assemble one slot into its trajectory (see ``assemble/rollout.py``); with ``--attach``, its output row."""
     row = load_row(slot.path, slot.line, slot.offset, slot.size) if slot.path is not None else None
@@ -359,16 +364,18 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
     # The collector leaves payloads out of what it reads from capture stores for a row whose history
     # was redacted; payloads the row itself recorded are kept.
     redacted = capture.recomputed and row is not None and has_redaction_gap(row)
-    keep_captured = without_payloads if redacted or not options.payloads else _unchanged
-    keep = _unchanged if options.payloads else without_payloads
     inputs = ProjectionInputs(
         task_id=slot.identity.task_id,
         rollout_id=slot.identity.rollout_id,
         producer_trajectory=_producer_trajectory(slot, row, bundles),
         bundles=bundles.values,
-        capture_calls=keep_captured(judge.capture_calls),
+        capture_calls=judge.capture_calls,
+        capture_payloads=options.payloads and not redacted,
         capture_gaps=capture.gaps,
-        extra_calls=[*bundles.transcript_calls, *(project_call(call) for call in keep(judge.own_calls))],
+        extra_calls=[
+            *bundles.transcript_calls,
+            *(project_call(call, payloads=options.payloads) for call in judge.own_calls),
+        ],
         fallback=(lambda: fallback_invocation(row)) if row is not None else None,
         build_gaps=[*_identity_gap(slot), *slot.build_gaps, *judge.gaps],
         resolved=row.get("resolved") if row is not None else None,
@@ -398,7 +405,11 @@ def assemble_slot(slot: Slot, options: BuildOptions, sink: DiagnosticSink) -> Bu
                 f"constrains ({_first_error(exc)}); give a narrower --redact-key or --redact-pattern"
             ) from None
     mask = options.redactor.value if options.redactor else None
-    extras = extras_of(row, bundles.values, mask, run=slot.run_label, source_file=slot.file_label)
+    values = bundles.values
+
+    def extras() -> Extras:
+        return extras_of(row, values, mask, run=slot.run_label, source_file=slot.file_label)
+
     built = Built(record, slot, None, failed, extras, dict(bundles.session_totals), release=options.release)
     if options.release == "pre-0.7" and (lost := lost_in_earlier(record)):
         built.note(

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import ValidationError
+from pydantic_core import PydanticCustomError
 
 from ng_traj.assemble.turns import TRANSCRIPT_GAP, TranscriptCall, turns_from_calls, turns_from_transcript
 from ng_traj.contract import (
@@ -49,6 +50,7 @@ from ng_traj.contract import (
 )
 from ng_traj.contract.base import ModelServerRef, built_model
 from ng_traj.contract.observations import dedupe_gaps
+from ng_traj.contract.trajectory import SCHEMA_VERSION
 
 METADATA_KEYS = (
     "response_id",
@@ -86,6 +88,8 @@ class ProjectionInputs:
         producer_trajectory: The row's ``ng_trajectory`` value (used when it is an object).
         bundles: Observation bundle values in precedence order (row bundle, then native bundles).
         capture_calls: Captured calls as ``ModelCallRecord``-shaped mappings, in capture order.
+        capture_payloads: False when the captured calls' payloads are left out of the trajectory
+            (``project_call``'s ``payloads``).
         capture_gaps: The capture attachment's gap values.
         extra_calls: Model calls no capture holds (native transcript usage, row judge records), appended
             after the captured calls; each carries its own gap.
@@ -102,6 +106,7 @@ class ProjectionInputs:
     producer_trajectory: Any = None
     bundles: Sequence[Any] = ()
     capture_calls: Sequence[Mapping[str, Any]] = ()
+    capture_payloads: bool = True
     capture_gaps: Sequence[Any] = ()
     extra_calls: Sequence[TrajectoryModelCall] = ()
     fallback: Fallback | Callable[[], Fallback | None] | None = None
@@ -204,38 +209,52 @@ def _nonnegative_int(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def project_call(raw: Mapping[str, Any]) -> TrajectoryModelCall:
+def project_call(raw: Mapping[str, Any], *, payloads: bool = True) -> TrajectoryModelCall:
     """Project one captured call (a ``ModelCallRecord``-shaped mapping) into a trajectory model call.
 
     A call whose values already have the contract's types and bounds (every call derived from a
     capture line, and most recorded ones) is made without validating them again; any other is
     validated (and coerced) by pydantic. Both give the same call.
 
+    ``payloads`` false projects the call as if ``raw`` had none of its payload keys (``request``,
+    ``response`` and their raw texts: ``--no-payloads``, a redacted history), without a copy of
+    ``raw`` that leaves them out.
+
     Raises:
         pydantic.ValidationError: A value the contract rejects (for example a negative latency).
     """
-    metadata = {key: value for key in METADATA_KEYS if (value := raw.get(key)) is not None}
-    response = raw.get("response")
-    if isinstance(response, dict) and isinstance(response.get("status"), str):
-        metadata.setdefault("response_status", response["status"])
-    request = raw.get("request")
+    get = raw.get
+    metadata: dict[str, Any] = {}
+    typed = True  # every metadata value of the type validation keeps unchanged (``_METADATA_TYPES``)
+    for key, kind in _METADATA_ITEMS:
+        value = get(key)
+        if value is not None:
+            metadata[key] = value
+            typed = typed and type(value) is kind
+    response = get("response") if payloads else None
+    if "response_status" not in metadata and isinstance(response, dict):
+        status = response.get("status")
+        if isinstance(status, str):
+            metadata["response_status"] = status
+            typed = typed and type(status) is str
+    request = get("request") if payloads else None
     values = {
-        "model_call_id": raw.get("model_call_id"),
-        "started_at": raw.get("started_at"),
-        "completed_at": raw.get("completed_at"),
-        "duration_ms": raw.get("latency_total_ms"),
-        "request": request if request is not None else raw.get("request_raw"),
-        "response": response if response is not None else raw.get("response_raw"),
+        "model_call_id": get("model_call_id"),
+        "started_at": get("started_at"),
+        "completed_at": get("completed_at"),
+        "duration_ms": get("latency_total_ms"),
+        "request": request if request is not None or not payloads else get("request_raw"),
+        "response": response if response is not None or not payloads else get("response_raw"),
         "response_metadata": metadata,
         "token_stats": {
-            "prompt_tokens": _nonnegative_int(raw.get("tokens_in")),
-            "completion_tokens": _nonnegative_int(raw.get("tokens_out")),
-            "reasoning_tokens": _nonnegative_int(raw.get("tokens_reasoning")),
-            "total_tokens": _nonnegative_int(raw.get("tokens_total")),
-            "cached_tokens": _nonnegative_int(raw.get("cached_tokens")),
+            "prompt_tokens": _nonnegative_int(get("tokens_in")),
+            "completion_tokens": _nonnegative_int(get("tokens_out")),
+            "reasoning_tokens": _nonnegative_int(get("tokens_reasoning")),
+            "total_tokens": _nonnegative_int(get("tokens_total")),
+            "cached_tokens": _nonnegative_int(get("cached_tokens")),
         },
     }
-    if not (_call_as_given(values) and _metadata_as_given(metadata)):
+    if not (typed and _call_as_given(values) and _metadata_bounds_hold(metadata)):
         return TrajectoryModelCall(**values)
     values["response_metadata"] = built_model(
         TrajectoryResponseMetadata, {**_NO_METADATA, **metadata}, fields_set=set(metadata)
@@ -263,6 +282,7 @@ _METADATA_TYPES: dict[str, type] = {
     "latency_ttft_ms": float,
 }
 """Per metadata field, the type pydantic keeps a value of unchanged (``model_ref`` an instance)."""
+_METADATA_ITEMS = tuple((key, _METADATA_TYPES[key]) for key in METADATA_KEYS)
 
 
 def _nonnegative_float(value: Any) -> bool:
@@ -280,22 +300,20 @@ def _call_as_given(values: dict[str, Any]) -> bool:
     )
 
 
-def _metadata_as_given(metadata: dict[str, Any]) -> bool:
-    """Whether validating ``metadata`` (non-null values only) would keep every value as it is."""
-    for key, value in metadata.items():
-        if type(value) is not _METADATA_TYPES[key]:
-            return False
+def _metadata_bounds_hold(metadata: dict[str, Any]) -> bool:
+    """Whether ``metadata``'s values of their types meet the contract's bounds: a known
+    ``response_source``, a non-negative ``latency_ttft_ms``."""
     return metadata.get("response_source", "local") in ("upstream", "local") and _nonnegative_float(
         metadata.get("latency_ttft_ms")
     )
 
 
-def _capture(state: _State, calls: Sequence[Mapping[str, Any]], gaps: Sequence[Any]) -> None:
+def _capture(state: _State, calls: Sequence[Mapping[str, Any]], gaps: Sequence[Any], payloads: bool = True) -> None:
     positions = {call.model_call_id: i for i, call in enumerate(state.model_calls) if call.model_call_id is not None}
     for raw in calls:
         if not isinstance(raw, (dict, Mapping)):  # a dict is checked without the ABC's lookup
             continue
-        projected = project_call(raw)
+        projected = project_call(raw, payloads=payloads)
         call_id = raw.get("model_call_id")
         position = positions.pop(call_id, None) if call_id is not None else None
         if position is None:
@@ -328,7 +346,7 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
     for bundle in inputs.bundles:
         _observations(state, bundle)
     state.turns.sort(key=lambda turn: (turn.timestamp, turn.invocation_id, turn.turn_no))
-    _capture(state, inputs.capture_calls, inputs.capture_gaps)
+    _capture(state, inputs.capture_calls, inputs.capture_gaps, inputs.capture_payloads)
     if not isinstance(inputs.producer_trajectory, dict):
         state.turns = turns_from_calls(
             inputs.task_id, inputs.rollout_id, state.invocations, state.model_calls, inputs.resolved
@@ -358,15 +376,58 @@ def project(inputs: ProjectionInputs) -> TrajectoryRecord:
         state.gaps.append(ObservationGap(code="turns_unavailable"))
     if not any(invocation.conversation for invocation in state.invocations):
         state.gaps.append(ObservationGap(code="conversation_unavailable"))
-    return TrajectoryRecord(
-        task_id=inputs.task_id,
-        rollout_id=inputs.rollout_id,
+    return trajectory_record(
+        inputs.task_id,
+        inputs.rollout_id,
         invocations=state.invocations,
         turns=state.turns,
         model_calls=state.model_calls,
         tool_calls=state.tools,
         gaps=dedupe_gaps(state.gaps),
     )
+
+
+_RECORD_PARTS = (
+    ("invocations", AgentInvocation),
+    ("turns", TrajectoryTurn),
+    ("model_calls", TrajectoryModelCall),
+    ("tool_calls", TrajectoryToolCall),
+    ("gaps", ObservationGap),
+)
+"""The list fields of a ``TrajectoryRecord`` in declaration order, each with its items' model."""
+_RECORD_FIELDS_SET = frozenset({"task_id", "rollout_id", *(name for name, _ in _RECORD_PARTS)})
+
+
+def trajectory_record(task_id: Any, rollout_id: Any, **parts: Sequence[Any]) -> TrajectoryRecord:
+    """``TrajectoryRecord(task_id=task_id, rollout_id=rollout_id, **parts)``, checked without validating
+    again what the projection validated or built already.
+
+    ``parts`` are the record's five lists (``invocations``, ``turns``, ``model_calls``, ``tool_calls``,
+    ``gaps``), every one given. When both ids are strings and every list holds instances of exactly
+    its model (what the projection makes), pydantic would keep every value as it is and only run the
+    record's own check (``TrajectoryRecord._identity``: unique invocation and model-call ids, turns
+    of the record's task and rollout, unique per invocation); that check runs on the record made
+    from them. Anything else, and a record the check rejects, is validated by pydantic, so the
+    record, or the error, is the one it makes (``tests/test_assembly_hot_path.py``).
+
+    Raises:
+        pydantic.ValidationError: The record breaks the contract (duplicate ids, a turn of another
+            rollout, a value of the wrong type).
+    """
+    if type(task_id) is str and type(rollout_id) is str:
+        values: dict[str, Any] = {"schema_version": SCHEMA_VERSION, "task_id": task_id, "rollout_id": rollout_id}
+        for name, model in _RECORD_PARTS:
+            items = list(parts[name])
+            if not all(type(item) is model for item in items):
+                break
+            values[name] = items
+        else:
+            record = built_model(TrajectoryRecord, values, fields_set=set(_RECORD_FIELDS_SET))
+            try:
+                return record._identity()
+            except PydanticCustomError:
+                pass  # pydantic raises it as the ValidationError it always was
+    return TrajectoryRecord(task_id=task_id, rollout_id=rollout_id, **parts)
 
 
 def failed_projection(task_id: str, rollout_id: str, exc: Exception) -> TrajectoryRecord:

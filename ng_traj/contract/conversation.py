@@ -317,9 +317,11 @@ def _check_token_metadata(value: Any) -> Any:
     the SDK's items keep it as extra keys)."""
     if not isinstance(value, dict):
         return value
+    if not ("prompt_token_ids" in value or "generation_token_ids" in value or "generation_log_probs" in value) and (
+        "routed_experts" not in value
+    ):
+        return value  # the usual item: no token metadata (checked without making a list per item)
     present = [key for key in (*_TOKEN_FIELDS, "routed_experts") if key in value]
-    if not present:
-        return value
     missing = [key for key in _TOKEN_FIELDS if key not in value]
     if missing:
         raise contract_error(
@@ -406,7 +408,12 @@ def _item_tag(value: Any) -> str | None:
         tag = _untyped_tag(value)
     else:
         return None
-    if tag in _TRAINABLE and all(key in value for key in _TOKEN_FIELDS):
+    if (
+        tag in _TRAINABLE
+        and "prompt_token_ids" in value
+        and "generation_token_ids" in value
+        and "generation_log_probs" in value
+    ):  # every one of _TOKEN_FIELDS
         return f"{tag}__training"
     return tag
 

@@ -35,7 +35,7 @@ def token_count(value: Any) -> int | None:
 def _detail_count(usage: Mapping[str, Any], groups: tuple[str, ...], names: tuple[str, ...]) -> int | None:
     for group in groups:
         details = usage.get(group)
-        if not isinstance(details, MAPPING):
+        if details is None or not isinstance(details, MAPPING):  # None, the usual miss, without the ABC's lookup
             continue
         for name in names:
             value = token_count(details.get(name))
