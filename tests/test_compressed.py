@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import os
 import re
 import shutil
 import zlib
@@ -285,3 +286,20 @@ def test_a_stream_broken_before_its_first_line_is_said_to_be(tmp_path):
     assert result.exit_code == 1
     assert f"{path}:1: error[compressed_stream_invalid]: gzip stream ends before its end marker" in result.stderr
     assert f"{path}: error[input_unclaimed]: no line is JSON" in result.stderr
+
+
+def test_spans_of_files_read_in_turn_come_from_their_own_files(tmp_path):
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_bytes(b"\xef\xbb\xbf" + b'{"a": 1}\n{"a": 2}\n')
+    second.write_bytes(b'{"b": 1}\n')
+    with spans.text_copies():
+        assert spans.read_span(first, 0, 12) == b'{"a": 1}\n'  # the byte-order mark left out, as read
+        assert spans.read_span(second, 0, 9) == b'{"b": 1}\n'
+        assert spans.read_span(first, 12, 9) == b'{"a": 2}\n'
+        assert spans.read_span(first, 0, 12) == b'{"a": 1}\n'
+        assert [path for path, _ in spans._kept] == [str(first)]
+    assert not spans._kept, "the descriptor kept for re-reading is closed when the build ends"
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    with pytest.raises(OSError):
+        spans.read_span(fifo, 0, 1)

@@ -32,7 +32,7 @@ def open_regular(path: str | Path, buffering: int = -1) -> BinaryIO:
         OSError: It cannot be opened, or it is not a regular file (``errno.EINVAL``,
             :data:`NOT_REGULAR`); callers report either as ``unreadable_file``.
     """
-    descriptor = _open_regular(path)
+    descriptor = open_descriptor(path)
     try:
         os.set_blocking(descriptor, True)
         handle = os.fdopen(descriptor, "rb", buffering=buffering)
@@ -48,11 +48,16 @@ def check_regular(path: str | Path) -> None:
     Raises:
         OSError: As :func:`open_regular`.
     """
-    os.close(_open_regular(path))
+    os.close(open_descriptor(path))
 
 
-def _open_regular(path: str | Path) -> int:
-    """A descriptor of ``path`` opened for reading without blocking, checked to be a regular file."""
+def open_descriptor(path: str | Path) -> int:
+    """A descriptor of ``path`` opened for reading (``O_NONBLOCK``, which a regular file's reads
+    ignore), checked with ``fstat`` to be a regular file; the caller closes it.
+
+    Raises:
+        OSError: As :func:`open_regular`.
+    """
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
         if not stat.S_ISREG(os.fstat(descriptor).st_mode):

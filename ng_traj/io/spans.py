@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from ng_traj.io.compression import CompressedStreamError, is_compressed, open_input
-from ng_traj.io.files import open_regular
+from ng_traj.io.files import open_descriptor
 from ng_traj.io.lines import BOM
 
 _COPY_BUFFER = 1 << 20
@@ -34,6 +34,8 @@ _copies: dict[str, str] = {}
 """Path of a compressed input (as named) -> its text copy."""
 _plain: set[str] = set()
 """Paths found not compressed (each is looked at once)."""
+_kept: list[tuple[str, int]] = []
+"""The file :func:`read_span` read last and its open descriptor (rows are re-read in runs of one file)."""
 _folder: list[tempfile.TemporaryDirectory[str]] = []
 
 
@@ -45,6 +47,7 @@ def text_copies() -> Iterator[None]:
     try:
         yield
     finally:
+        _let_go()
         for path in [path for path in _copies if path not in before]:
             with contextlib.suppress(OSError):
                 os.unlink(_copies.pop(path))
@@ -87,10 +90,25 @@ def read_span(path: str | Path, offset: int, size: int) -> bytes:
             source = _copy_of(path)
         else:
             _plain.add(str(path))
-    with open_regular(source or path) as handle:
-        handle.seek(offset)
-        raw = handle.read(size)
+    raw = os.pread(_descriptor(str(source or path)), size, offset)
     return raw.removeprefix(BOM) if offset == 0 else raw  # the line reader reads a first line without it
+
+
+def _descriptor(path: str) -> int:
+    """An open descriptor of ``path``, checked as :func:`~ng_traj.io.files.open_regular` checks it,
+    kept open until a span of another file is read (or :func:`text_copies` ends). Reads use
+    ``pread``, so a descriptor a forked worker inherits is shared without sharing a position."""
+    if _kept and _kept[0][0] == path:
+        return _kept[0][1]
+    _let_go()
+    descriptor = open_descriptor(path)
+    _kept.append((path, descriptor))
+    return descriptor
+
+
+def _let_go() -> None:
+    while _kept:
+        os.close(_kept.pop()[1])
 
 
 def _copy_of(path: str | Path) -> str:
