@@ -35,6 +35,8 @@ from ng_traj.assemble.attribution import run_label_map
 from ng_traj.checks import findings_from_error, is_bare_trajectory
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
+from ng_traj.input_kind import not_trajectories
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.sources.detect import walk
 from ng_traj.writers.dataset_paths import is_dataset, refuse_parquet_file, table_folder_of
@@ -114,6 +116,8 @@ def read_file(
 ) -> Iterator[ReadRecord]:
     """Stream the records of one trajectory JSONL or trajectory-rows file (classified per line).
 
+    A file that holds no trajectory records (``input_kind``) is one ``input_not_trajectories`` error.
+
     Args:
         path: The file (plain or compressed, as ``io.lines`` reads it).
         sink: Receives one diagnostic per skipped line or record.
@@ -122,6 +126,10 @@ def read_file(
         label: Name to report and record instead of ``path`` (a temporary file).
     """
     name = label or str(path)
+    reason = not_trajectories(path, max_line_bytes=max_line_bytes)
+    if reason is not None:
+        sink.add(Diagnostic("error", NOT_TRAJECTORIES, reason, path=name))
+        return
     for line in read_json_objects(path, sink, max_line_bytes=max_line_bytes):
         where = {"path": name, "line": line.line, "offset": line.offset}
         if is_bare_trajectory(line.value):

@@ -14,6 +14,8 @@ from pathlib import Path
 from ng_traj.checks import check_line, check_trajectory, is_bare_trajectory
 from ng_traj.contract.revisions import keys_0_7
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
+from ng_traj.input_kind import not_trajectories
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, JsonLine, iter_json_lines, not_an_object
 from ng_traj.writers.parquet_convert import dataset_records
 from ng_traj.writers.parquet_layout import DatasetError
@@ -45,6 +47,9 @@ def validate_file(
 ) -> FileResult:
     """Validate every line of one JSONL file, streaming; report each finding to ``sink``.
 
+    A file that holds no trajectory records (a session transcript, a capture file: see
+    :mod:`ng_traj.input_kind`) is one ``input_not_trajectories`` error, and its lines are not checked.
+
     Args:
         on_progress: Called with the number of bytes read so far: about every
             :data:`PROGRESS_BYTES`, and once at the end with the whole size read.
@@ -54,6 +59,10 @@ def validate_file(
     """
     result = FileResult()
     name = str(path)
+    reason = not_trajectories(path, max_line_bytes=max_line_bytes)
+    if reason is not None:
+        sink.add(Diagnostic("error", NOT_TRAJECTORIES, reason, path=name))
+        return result
     lines = reported = done = 0
     try:
         for line in iter_json_lines(path, max_line_bytes=max_line_bytes):

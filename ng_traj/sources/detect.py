@@ -52,10 +52,14 @@ def _capture_shaped(s: Sniffed) -> Claim | None:
     return None
 
 
+TRAJECTORIES = Claim("unsupported", "ng_trajectory records (already built; use validate or matrix)")
+"""The claim on a file of built trajectories (``input_kind`` tells it from other kinds)."""
+
+
 def _trajectories(s: Sniffed) -> Claim | None:
     first = s.first
     if isinstance(first, dict) and {"schema_version", "rollout_id", "task_id"} <= first.keys():
-        return Claim("unsupported", "ng_trajectory records (already built; use validate or matrix)")
+        return TRAJECTORIES
     return None
 
 
