@@ -28,7 +28,7 @@ VALIDATE_CODES: dict[str, str] = {
     "lone_surrogate": "a string held a lone UTF-16 surrogate escape; replaced by U+FFFD, record kept",
     "line_too_long": "the line exceeds the line-size limit and was skipped without being read whole",
     "not_an_object": "the line is JSON but not an object",
-    "empty_input": "a file with no records (nothing but blank lines); in validate, nothing was validated (exit 1)",
+    "empty_input": "a file with no records (nothing but blank lines); in validate, nothing was validated (exit 1); in build, an empty capture file",
     "unreadable_file": "the file could not be opened or read",
     # contract validation (validate.py)
     "unknown_field": "a field the contract does not define",
