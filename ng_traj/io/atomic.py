@@ -35,11 +35,14 @@ def output_folder(target: Path, *, probe: bool = True) -> Path:
     created in (read-only, ``/proc``) fails before any input is read, not after the build.
 
     Raises:
-        RunError: The folder does not exist, or (``probe``) no file can be created in it.
+        RunError: The folder does not exist, is inside a Parquet dataset folder (a file there is no
+            part of the dataset, a dataset there would nest one dataset in another), or (``probe``)
+            no file can be created in it.
     """
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise RunError(f"output folder {parent} does not exist")
+    _refuse_inside_dataset(target, parent)
     if probe:
         with deferred_interrupts():  # a signal between making the probe and removing it is raised after
             try:
@@ -49,6 +52,23 @@ def output_folder(target: Path, *, probe: bool = True) -> Path:
             os.close(fd)
             os.unlink(name)
     return parent
+
+
+def _refuse_inside_dataset(target: Path, parent: Path) -> None:
+    """Stop when ``parent`` (resolved) is a Parquet dataset folder or inside one.
+
+    Raises:
+        RunError: Naming the output and the dataset folder.
+    """
+    from ng_traj.writers.dataset_paths import MANIFEST
+
+    folder = Path(os.path.realpath(parent))
+    for candidate in (folder, *folder.parents):
+        if (candidate / MANIFEST).is_file():
+            raise RunError(
+                f"output {target} is inside the Parquet dataset {candidate}: a dataset folder holds only its "
+                "own tables; name an output outside it"
+            )
 
 
 def check_file_target(target: Path) -> Path:
