@@ -214,6 +214,40 @@ def _unlocked(path: str) -> bool:
     return True
 
 
+def write_all(stream: BinaryIO, data: bytes | memoryview) -> int:
+    """Write every byte of ``data`` to the buffered ``stream``; returns ``len(data)``.
+
+    A buffered write to a pipe whose reader leaves while the write is under way returns the bytes the
+    pipe took and drops the rest in silence (CPython's ``BufferedWriter``: the system call was cut
+    short); the rest is written again here, so that the closed pipe raises ``BrokenPipeError``.
+
+    Raises:
+        OSError: The write failed (``BrokenPipeError`` for a closed pipe), or wrote nothing.
+    """
+    view = memoryview(data)
+    while view:
+        written = stream.write(view)
+        if not written:
+            raise OSError(errno.EIO, "the write was not taken")
+        view = view[written:]
+    return len(data)
+
+
+class WholeWrites:
+    """A binary stream whose ``write`` writes everything it is given (:func:`write_all`); every other
+    attribute is the wrapped stream's."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def write(self, data: bytes | memoryview) -> int:
+        """Write all of ``data``."""
+        return write_all(self._stream, data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """Open ``path`` for binary writing, atomically; ``-`` is standard output.
@@ -228,14 +262,14 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """
     if str(path) == STDOUT:
         with _write_errors("standard output"):
-            yield sys.stdout.buffer
+            yield WholeWrites(sys.stdout.buffer)  # type: ignore[misc]
             sys.stdout.buffer.flush()
         return
     target = Path(path)
     if _is_special(target):
         check_file_target(target)
         with _write_errors(str(target)), contextlib.suppress(AbortWrite), open(target, "wb") as handle:
-            yield handle
+            yield WholeWrites(handle)  # type: ignore[misc]
         return
     target = written_path(target)
     parent = check_file_target(target)
