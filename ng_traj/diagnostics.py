@@ -55,6 +55,7 @@ VALIDATE_CODES: dict[str, str] = {
     "tool_call_without_function_call": "a tool call has no function_call with its id in any conversation",
     "unknown_gap_code": "a gap code neither NeMo Gym nor ng-traj defines",
     "trajectory_missing": "a rollout row carries no ng_trajectory",
+    "record_repeated": "a record identical to an earlier one (of the file, an earlier file named, or the dataset): a copy",
     "input_not_trajectories": "a file of another kind (a session transcript, a capture file) where trajectory records are read; its lines are not checked",
 }
 """Codes of the line reader and of ``ng-traj validate``."""

@@ -178,3 +178,18 @@ def test_a_trajectory_file_with_bad_lines_keeps_one_error_per_line(tmp_path):
         (3, "task_id"),
         (3, "rollout_id"),
     ]
+
+
+def test_a_record_identical_to_an_earlier_one_is_a_warning_in_the_file_and_across_files(tmp_path):
+    record = (VALID / "trajectories.jsonl").read_text().splitlines()[0]
+    other = record.replace('"duration_ms": 5210.5', '"duration_ms": 1.5')
+    assert other != record
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(f"{record}\n{other}\n{record}\n")
+    second.write_text(json.dumps(json.loads(record), separators=(",", ":")) + "\n")  # written another way
+    result = run_cli("validate", first, second)
+    assert result.exit_code == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if "[" in line] == [
+        f"{first}:3: warning[record_repeated]: the same record as line 1: a copy (NeMo Gym writes each rollout once)",
+        f"{second}:1: warning[record_repeated]: the same record as {first}:1: a copy (NeMo Gym writes each rollout once)",
+    ]
