@@ -67,6 +67,11 @@ def not_trajectories(path: Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
     )
 
 
+def holds_trajectories(path: Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES) -> bool:
+    """Whether one of the first :data:`LOOK_LINES` records of ``path`` is a trajectory or carries one."""
+    return any(isinstance(value, dict) and _trajectory_like(value) for value in _first_values(path, max_line_bytes))
+
+
 def _json_document(path: Path) -> str | None:
     """For a ``.json`` file that is one JSON document (spread over lines), that it is no JSON Lines."""
     from ng_traj.io.compression import logical_path
