@@ -28,7 +28,7 @@ VALIDATE_CODES: dict[str, str] = {
     "lone_surrogate": "a string held a lone UTF-16 surrogate escape; replaced by U+FFFD, record kept",
     "line_too_long": "the line exceeds the line-size limit and was skipped without being read whole",
     "not_an_object": "the line is JSON but not an object",
-    "empty_input": "a file with no records (nothing but blank lines); in validate, nothing was validated (exit 1)",
+    "empty_input": "a file with no records (nothing but blank lines); in validate, nothing was validated (exit 1); in build, an empty capture file",
     "unreadable_file": "the file could not be opened or read",
     # contract validation (validate.py)
     "unknown_field": "a field the contract does not define",
@@ -55,6 +55,8 @@ VALIDATE_CODES: dict[str, str] = {
     "tool_call_without_function_call": "a tool call has no function_call with its id in any conversation",
     "unknown_gap_code": "a gap code neither NeMo Gym nor ng-traj defines",
     "trajectory_missing": "a rollout row carries no ng_trajectory",
+    "record_repeated": "a record identical to an earlier one (of the file, an earlier file named, or the dataset): a copy",
+    "input_not_trajectories": "a file of another kind (a session transcript, a capture file) where trajectory records are read; its lines are not checked",
 }
 """Codes of the line reader and of ``ng-traj validate``."""
 

@@ -35,6 +35,8 @@ from ng_traj.assemble.attribution import run_label_map
 from ng_traj.checks import findings_from_error, is_bare_trajectory
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
+from ng_traj.input_kind import holds_trajectories, not_trajectories
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.sources.detect import walk
 from ng_traj.writers.dataset_paths import is_dataset, refuse_parquet_file, table_folder_of
@@ -114,6 +116,8 @@ def read_file(
 ) -> Iterator[ReadRecord]:
     """Stream the records of one trajectory JSONL or trajectory-rows file (classified per line).
 
+    A file that holds no trajectory records (``input_kind``) is one ``input_not_trajectories`` error.
+
     Args:
         path: The file (plain or compressed, as ``io.lines`` reads it).
         sink: Receives one diagnostic per skipped line or record.
@@ -122,6 +126,10 @@ def read_file(
         label: Name to report and record instead of ``path`` (a temporary file).
     """
     name = label or str(path)
+    reason = not_trajectories(path, max_line_bytes=max_line_bytes)
+    if reason is not None:
+        sink.add(Diagnostic("error", NOT_TRAJECTORIES, reason, path=name))
+        return
     for line in read_json_objects(path, sink, max_line_bytes=max_line_bytes):
         where = {"path": name, "line": line.line, "offset": line.offset}
         if is_bare_trajectory(line.value):
@@ -176,15 +184,21 @@ def read_dataset_records(path: Path, sink: DiagnosticSink) -> Iterator[ReadRecor
         sink.add(Diagnostic("error", "dataset_invalid", str(exc), path=name))
 
 
-def input_files(paths: Iterable[Path]) -> list[Path]:
+def input_files(paths: Iterable[Path], outputs: Iterable[Path] = ()) -> list[Path]:
     """The datasets and files the named paths stand for: a dataset folder as itself, any other
     folder walked in sorted order (hidden entries skipped, datasets inside it kept whole).
+
+    Args:
+        outputs: The command's outputs: one found under a named folder (a report an earlier run
+            wrote there, the files of an export folder) is no input unless its first record is a
+            trajectory or a rollout row carrying one (:func:`input_kind.holds_trajectories`).
 
     Raises:
         RunError: A named path does not exist, or is a Parquet file or a table folder of a dataset
             (only a dataset folder is read as Parquet).
     """
     found: dict[Path, None] = {}
+    written = [Path(os.path.realpath(output)) for output in outputs]
     for named in paths:
         if not named.exists():
             raise RunError(f"{named}: no such file or directory")
@@ -193,20 +207,29 @@ def input_files(paths: Iterable[Path]) -> list[Path]:
         if dataset is not None:
             raise RunError(f"{named} is a table folder of a Parquet dataset: name the dataset folder {dataset}")
         for file in [named] if is_dataset(named) else walk(named):
+            if file != named and written and _earlier_output(file, written):
+                continue
             owner = next((p for p in file.parents if p.is_relative_to(named) and is_dataset(p)), None)
             found.setdefault(owner or file)
     return list(found)
 
 
+def _earlier_output(file: Path, written: list[Path]) -> bool:
+    """Whether ``file`` is, or is inside, one of the ``written`` outputs (resolved), and holds no trajectory."""
+    real = Path(os.path.realpath(file))
+    return any(real == output or output in real.parents for output in written) and not holds_trajectories(file)
+
+
 def refuse_input_as_output(inputs: Iterable[Path], *outputs: Path) -> None:
     """Stop before anything is written when an output would replace or remove an input: an output
-    that is one of the input files (by any path), or a folder that holds one.
+    that is one of the input files (by any path), or a folder that holds one. An earlier output
+    found under a named folder is not an input (:func:`input_files`).
 
     Raises:
         RunError: As above, naming the input; or a named input does not exist.
     """
     targets = {Path(os.path.realpath(output)): output for output in outputs}
-    for file in input_files(inputs):
+    for file in input_files(inputs, outputs):
         real = Path(os.path.realpath(file))
         for target, output in targets.items():
             if real == target:
@@ -219,14 +242,18 @@ def refuse_input_as_output(inputs: Iterable[Path], *outputs: Path) -> None:
 
 
 def read_inputs(
-    paths: Iterable[Path], sink: DiagnosticSink, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    paths: Iterable[Path],
+    sink: DiagnosticSink,
+    *,
+    max_line_bytes: int = DEFAULT_MAX_LINE_BYTES,
+    outputs: Iterable[Path] = (),
 ) -> Iterator[ReadRecord]:
-    """Every record of the named inputs, in the order of :func:`input_files`.
+    """Every record of the named inputs, in the order of :func:`input_files` (``outputs`` passed on).
 
     Raises:
         RunError: A named path does not exist.
     """
-    files = input_files(paths)
+    files = input_files(paths, outputs)
     labels = run_label_map(str(file) for file in files if not file.is_dir())
     for file in files:
         if file.is_dir():

@@ -150,14 +150,21 @@ def compile_patterns(patterns: Iterable[str]) -> tuple[re.Pattern[str], ...]:
     A pattern with a group named ``secret`` masks only that group; any other masks its whole match.
 
     Raises:
-        ValueError: A pattern is not a valid regular expression (the message names it).
+        ValueError: A pattern is not a valid regular expression, or matches the empty string (``''``,
+            ``a*``: it would match at every position of every string); the message names it.
     """
     compiled = []
     for pattern in patterns:
         try:
-            compiled.append(re.compile(pattern))
+            regex = re.compile(pattern)
         except re.error as exc:
             raise ValueError(f"--redact-pattern {pattern!r} is not a regular expression: {exc}") from None
+        if regex.fullmatch("") is not None:
+            raise ValueError(
+                f"--redact-pattern {pattern!r} matches the empty string, so it would match everywhere: "
+                "give a pattern that needs at least one character"
+            )
+        compiled.append(regex)
     return tuple(compiled)
 
 

@@ -197,3 +197,28 @@ def test_a_link_to_an_open_descriptor_is_written_in_place(tmp_path):
         subprocess.run([sys.executable, "-c", code], stdout=stdout, check=True)
     assert captured.read_bytes() == b"line\n"
     assert link.is_symlink() and os.readlink(link) == "/proc/self/fd/1"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["report", "{ds}", "-o", "{ds}/report.html"],
+        ["export", "{ds}", "--format", "otlp", "-o", "{ds}/traces.jsonl"],
+        ["export", "{ds}", "--format", "atif", "-o", "{ds}/trajectories/atif"],
+        ["build", "{run}", "-o", "{ds}/inner.parquet"],
+        ["build", "{run}", "-o", "{ds}/model_calls/out.jsonl"],
+        ["convert", "{jsonl}", "-o", "{ds}/inner.parquet"],
+    ],
+    ids=["report", "export-otlp", "export-atif-in-a-table", "build-nested-dataset", "build-jsonl", "convert"],
+)
+def test_an_output_inside_a_dataset_folder_is_a_usage_error_naming_the_dataset(tmp_path, args):
+    run = FIXTURES / "build" / "retained_run" / "input"
+    dataset, jsonl = tmp_path / "ds.parquet", tmp_path / "out.jsonl"
+    assert run_cli("build", run, "-o", dataset, "-q").exit_code == 0
+    assert run_cli("build", run, "-o", jsonl, "-q").exit_code == 0
+    before = sorted(path.relative_to(dataset) for path in dataset.rglob("*"))
+    result = run_cli(*[arg.format(ds=dataset, run=run, jsonl=jsonl) for arg in args])
+    assert result.exit_code == 2, result.stderr
+    assert f"is inside the Parquet dataset {dataset}: a dataset folder holds only its own tables" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert sorted(path.relative_to(dataset) for path in dataset.rglob("*")) == before

@@ -296,6 +296,31 @@ def test_recognised_but_unsupported_producer_files_are_named(tmp_path, sample, d
         assert f"warning[input_unsupported]: recognised as {description}" in result.stderr
 
 
+def test_a_dataset_or_a_file_of_one_given_to_build_is_named_as_already_built(tmp_path):
+    run = FIXTURES / "build" / "retained_run" / "input"
+    dataset, out = tmp_path / "ds.parquet", tmp_path / "out.jsonl"
+    assert run_cli("build", run, "-o", dataset, "-q").exit_code == 0
+    result = run_cli("build", dataset, "-o", out)
+    assert result.exit_code == 1 and not out.exists()
+    assert (
+        f"{dataset}: warning[input_unsupported]: recognised as an ng-traj Parquet dataset (already built; "
+        "use validate, matrix, show or report, or convert it to JSONL); skipped"
+    ) in result.stderr
+    assert result.stderr.count("input_unsupported") == 1
+    table = dataset / "trajectories" / "part-00000.parquet"
+    result = run_cli("build", table, dataset / "ng_traj.json", "-o", out)
+    assert result.exit_code == 1 and not out.exists()
+    assert (
+        f"{table}: warning[input_unsupported]: recognised as a Parquet table file of the ng-traj dataset {dataset} "
+        "(already built; name the dataset folder); skipped"
+    ) in result.stderr
+    assert f"recognised as the manifest of the ng-traj Parquet dataset {dataset}" in result.stderr
+    loose = tmp_path / "loose.parquet"
+    loose.write_bytes(table.read_bytes())
+    result = run_cli("build", loose, "-o", out)
+    assert "recognised as a Parquet file (ng-traj reads Parquet only as a dataset folder it wrote)" in result.stderr
+
+
 def test_inputs_are_never_modified(tmp_path):
     copy = tmp_path / "input"
     shutil.copytree(RETAINED, copy)

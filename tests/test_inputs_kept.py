@@ -73,3 +73,35 @@ def test_a_table_folder_or_file_of_a_dataset_names_the_dataset(tmp_path, command
         result = run_cli(command[0], named, *command[1:])
         assert result.exit_code == 2, result.stderr
         assert f"name the dataset folder {dataset}" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("command", "output"),
+    [
+        (("report",), "report.html"),
+        (("export", "--format", "otlp"), "traces.jsonl"),
+        (("export", "--format", "atif"), "atif"),
+    ],
+    ids=["report", "export-otlp", "export-atif"],
+)
+def test_the_same_command_run_again_with_its_output_in_the_input_folder_reads_only_the_input(tmp_path, command, output):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(BUILT, folder / "trajectories.jsonl")
+    args = (*command, folder, "-o", folder / output)
+    first = run_cli(*args)
+    assert first.exit_code != 2 and (folder / output).exists(), first.stderr
+    again = run_cli(*args)
+    assert again.exit_code == first.exit_code, again.stderr
+    assert again.stderr.splitlines()[-1] == first.stderr.splitlines()[-1]
+    assert "error[" not in again.stderr
+
+
+def test_an_output_under_the_input_folder_that_holds_trajectories_is_still_refused(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(BUILT, folder / "trajectories.jsonl")
+    before = _digest(folder / "trajectories.jsonl")
+    result = run_cli("report", folder, "-o", folder / "trajectories.jsonl")
+    assert result.exit_code == 2 and "is one of the inputs" in result.stderr, result.stderr
+    assert _digest(folder / "trajectories.jsonl") == before

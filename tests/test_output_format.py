@@ -312,6 +312,36 @@ def test_a_closed_standard_output_stops_every_command_quietly_with_141(tmp_path,
     assert (process.returncode, stderr) == (141, b"")
 
 
+def _many_rollouts(tmp_path: Path, count: int) -> Path:
+    """``count`` copies of a valid trajectory, each under its own rollout id."""
+    line = VALID.read_text().splitlines()[0]
+    path = tmp_path / "many.jsonl"
+    with open(path, "w") as handle:
+        for n in range(count):
+            handle.write(line.replace('"7-0-a1"', f'"{n}-0"').replace('"task-7"', f'"{n}"') + "\n")
+    return path
+
+
+@pytest.mark.parametrize("command", ["show", "build"])
+def test_a_reader_that_leaves_during_a_long_write_stops_the_command_with_141(tmp_path, command):
+    """The reader takes a little, then goes while the write that fills the pipe is under way: a
+    buffered write cut short reports the bytes the pipe took, and what was left is not dropped in
+    silence with exit 0 (a listing of 4,000 rollouts, a line of 1 MB: far more than a pipe holds)."""
+    if command == "show":
+        args = ("show", _many_rollouts(tmp_path, 4000))
+    else:
+        row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}}
+        rows = tmp_path / "rows.jsonl"
+        rows.write_text(json.dumps({**row, "responses_create_params": {"input": "x" * 1_000_000}}) + "\n")
+        args = ("build", rows, "-o", "-")
+    with open(tmp_path / "stderr", "wb") as stderr:
+        process = _ng_traj(*args, stdout=subprocess.PIPE, stderr=stderr)
+        assert process.stdout.read(10)
+        process.stdout.close()
+        assert process.wait(timeout=120) == 141
+    assert (tmp_path / "stderr").read_bytes() == b""
+
+
 def test_counts_in_summaries_agree_with_their_nouns(tmp_path):
     """One of a thing is singular, any other number plural, in every command's summary."""
     out = tmp_path / "one.jsonl"

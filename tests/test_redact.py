@@ -150,6 +150,23 @@ def test_an_invalid_pattern_is_named():
         compile_patterns(["(unclosed"])
 
 
+@pytest.mark.parametrize("pattern", ["", "a*", "(x)?", "^", "x|"])
+def test_a_pattern_that_matches_the_empty_string_is_refused(pattern):
+    with pytest.raises(ValueError, match=r"matches the empty string, so it would match everywhere"):
+        compile_patterns([pattern])
+
+
+@pytest.mark.parametrize("command", ["build", "show", "report", "export"])
+def test_an_empty_redact_pattern_is_a_usage_error_for_every_command(tmp_path, command):
+    rollouts = _rollouts(tmp_path, "x")
+    out = tmp_path / "out.jsonl"
+    extra = {"build": ["-o", out], "show": [], "report": ["-o", out], "export": ["--format", "otlp", "-o", out]}
+    result = run_cli(command, rollouts, *extra[command], "--redact-pattern", "")
+    assert result.exit_code == 2, result.stderr
+    assert "error: --redact-pattern '' matches the empty string" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
 def _rollouts(tmp_path, content: str):
     row = {
         "_ng_task_index": 0,

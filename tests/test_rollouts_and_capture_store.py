@@ -106,6 +106,22 @@ def test_empty_file_missing_file_and_marker_gaps(tmp_path):
     assert capture_from_evidence(None, error=True).gaps == [{"code": "model_call_capture_unreadable"}]
 
 
+def test_an_empty_capture_file_is_one_warning_and_keeps_the_gap(tmp_path):
+    found = []
+    sink = DiagnosticSink(found.append)
+    files = []
+    for name, text in (("0-0", ""), ("0-1", "\n\n"), ("0-2", '{"model_call_id": "c", "request": {}}\n')):
+        (tmp_path / f"{name}.capture.jsonl").write_text(text)
+        files.append(CaptureFiles(str(tmp_path), name, str(tmp_path / f"{name}.capture.jsonl")))
+    evidence = [collect_capture([entry], sink) for entry in files]
+    assert [(d.severity, d.code, d.path, d.message) for d in found] == [
+        ("warning", "empty_input", str(tmp_path / f"{name}.capture.jsonl"), "empty capture file: no call captured")
+        for name in ("0-0", "0-1")
+    ]
+    assert capture_from_evidence(evidence[0]).gaps == [{"code": "model_call_capture_no_records"}]
+    assert len(evidence[2].calls) == 1
+
+
 def test_attachment_has_exact_keys_without_gaps_and_no_payloads(tmp_path):
     path = tmp_path / "0-0.capture.jsonl"
     path.write_text(json.dumps(_exchange(1, request={"big": 1}, latency_ms=5.0)) + "\n")

@@ -87,5 +87,7 @@ def test_an_ambiguous_rollout_on_a_terminal_is_one_error_line_without_traceback(
     doubled.write_bytes(PARALLEL.read_bytes() * 2)
     code, out = _in_terminal("show", str(doubled), "1-0")
     assert code == 2
-    assert "2 rollouts are '1-0'" in out and "name one file" in " ".join(out.split())
+    message = " ".join(out.split())
+    assert "2 rollouts are '1-0'" in message and "name one file" not in message
+    assert "the id repeats within" in message and "nothing in it tells these records apart" in message
     assert "Traceback" not in out and "paged:" not in out

@@ -121,7 +121,7 @@ def test_a_reader_that_stops_early_makes_the_run_stop_quietly_and_not_succeed(tm
     import sys
 
     path = tmp_path / "many.jsonl"
-    path.write_text("{}\n" * 50_000)  # one error diagnostic per line, far more than a pipe holds
+    path.write_text('{"schema_version": "1.0"}\n' * 50_000)  # errors on every line, far more than a pipe holds
     command = [sys.executable, "-m", "ng_traj", "validate", "--json", str(path)]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     assert process.stdout.read(10)
@@ -146,3 +146,50 @@ def test_a_rows_recorded_bundle_that_fails_the_contract_is_a_warning_after_attac
     assert "error[" not in result.stderr
     fourth = orjson.loads(out.read_bytes().splitlines()[3])
     assert "agent_observations_invalid" in [gap["code"] for gap in fourth["ng_trajectory"]["gaps"]]
+
+
+def test_a_session_transcript_is_named_once_by_every_command_that_reads_trajectories(tmp_path):
+    session = DEFECTS / "pi_session.jsonl"
+    for args in (
+        ["validate", session],
+        ["report", session, "-o", tmp_path / "report.html"],
+        ["show", session],
+        ["export", session, "--format", "otlp", "-o", tmp_path / "traces.jsonl"],
+    ):
+        result = run_cli(*args)
+        assert result.exit_code == 1, args
+        lines = [line for line in result.stderr.splitlines() if "error[" in line]
+        assert lines == [
+            f"{session}: error[input_not_trajectories]: looks like a pi session, not trajectory records; "
+            f"build it first: ng-traj build {session} -o trajectories.jsonl"
+        ], args
+    assert not (tmp_path / "report.html").exists()
+
+
+def test_a_trajectory_file_with_bad_lines_keeps_one_error_per_line(tmp_path):
+    path = tmp_path / "mixed.jsonl"
+    valid = (VALID / sorted(p.name for p in VALID.glob("*.jsonl"))[0]).read_text().splitlines()[0]
+    path.write_text('{"type":"session","id":"s"}\n' + valid + "\n" + '{"event":"x"}\n')
+    found = _diagnostics(path)
+    assert "input_not_trajectories" not in [code for _, code, _ in found]
+    assert [(line, pointer) for line, code, pointer in found if code == "missing_field"] == [
+        (1, "task_id"),
+        (1, "rollout_id"),
+        (3, "task_id"),
+        (3, "rollout_id"),
+    ]
+
+
+def test_a_record_identical_to_an_earlier_one_is_a_warning_in_the_file_and_across_files(tmp_path):
+    record = (VALID / "trajectories.jsonl").read_text().splitlines()[0]
+    other = record.replace('"duration_ms": 5210.5', '"duration_ms": 1.5')
+    assert other != record
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    first.write_text(f"{record}\n{other}\n{record}\n")
+    second.write_text(json.dumps(json.loads(record), separators=(",", ":")) + "\n")  # written another way
+    result = run_cli("validate", first, second)
+    assert result.exit_code == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if "[" in line] == [
+        f"{first}:3: warning[record_repeated]: the same record as line 1: a copy (NeMo Gym writes each rollout once)",
+        f"{second}:1: warning[record_repeated]: the same record as {first}:1: a copy (NeMo Gym writes each rollout once)",
+    ]

@@ -25,6 +25,7 @@ from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts.rows import run_name
 from ng_traj.sources.sniff import Claim, first_record, json_named
+from ng_traj.writers.dataset_paths import DATASET_KIND, is_dataset
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,6 +168,11 @@ def discover(
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(exc.filename)))
 
     for named in [*paths, *(entry.path for entry in manifest)]:
+        if is_dataset(named):
+            inputs.by_kind["unsupported"] += 1
+            inputs.unsupported.append((str(named), DATASET_KIND))
+            _report(sink, "input_unsupported", named, f"recognised as {DATASET_KIND}; skipped", True)
+            continue
         named_entry = attributed.get(resolved(named)) if attributed else None
         named_text = str(named)  # one string per named input, shared by the index entries of its files
         for file in walk(named, unreadable):

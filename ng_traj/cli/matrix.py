@@ -19,6 +19,7 @@ from ng_traj.cli.output import (
     verbosity,
 )
 from ng_traj.diagnostics import RunError, plural
+from ng_traj.io.atomic import write_all
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
 
@@ -171,7 +172,7 @@ def _write(data: dict, table_format: str, render) -> None:
         text = {"markdown": render.markdown, "csv": render.csv_text}.get(table_format)
         payload = text(data).encode() if text is not None else render.json_bytes(data)
     with stdout_errors():
-        sys.stdout.buffer.write(payload)
+        write_all(sys.stdout.buffer, payload)
         sys.stdout.buffer.flush()
 
 

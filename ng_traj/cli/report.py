@@ -116,13 +116,13 @@ def run(
         advance = feedback.step("reading rollouts")
 
         def records():
-            for read in read_inputs(inputs, reporter.sink, max_line_bytes=max_line_bytes):
+            for read in read_inputs(inputs, reporter.sink, max_line_bytes=max_line_bytes, outputs=[output]):
                 advance()
                 side.add(read, shown(read.value), roles, keep_detail=True)
                 yield read.record, record_context(read)
 
         groups = tabulate(records(), "agent", load_reference().concurrent)
-        for read in read_inputs(compare, reporter.sink, max_line_bytes=max_line_bytes):
+        for read in read_inputs(compare, reporter.sink, max_line_bytes=max_line_bytes, outputs=[output]):
             other.add(read, read.value, roles, keep_detail=False)
         feedback.finish_steps()
     code = EXIT_OK if side.entries else EXIT_DATA

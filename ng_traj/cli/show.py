@@ -24,6 +24,7 @@ from ng_traj.cli.common import (
     stdout_errors,
 )
 from ng_traj.cli.output import Reporter
+from ng_traj.io.atomic import write_all
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 INPUT_HELP = "ng_trajectory JSONL, rollout JSONL carrying ng_trajectory (build --attach), or a Parquet dataset."
@@ -136,7 +137,7 @@ def _print(console, pager: bool, body) -> None:
     if not console.is_terminal:
         body()
         with stdout_errors():
-            sys.stdout.buffer.write(console.file.getvalue().encode())
+            write_all(sys.stdout.buffer, console.file.getvalue().encode())
             sys.stdout.buffer.flush()
         return
     if not pager:

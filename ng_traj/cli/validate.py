@@ -71,9 +71,10 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
         if path.is_dir():
             _check_dataset_folder(path)
         refuse_parquet_file(path)
-    from ng_traj.validate import validate_dataset, validate_file
+    from ng_traj.validate import Repeats, validate_dataset, validate_file
 
     tally = Tally()
+    repeats = Repeats()  # across the JSONL files named; a dataset is compared within itself
     reporter = Reporter("validate", output_format, level)
     sink = reporter.sink
     with reporter.feedback() as feedback:
@@ -84,7 +85,7 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
                 result = validate_dataset(path, sink)
             else:
                 update = feedback.step(path.name, None if is_compressed(path) else path.stat().st_size, in_bytes=True)
-                result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=update)
+                result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=update, repeats=repeats)
             tally.records += result.records
             tally.invalid += result.invalid
             tally.skipped += result.skipped

@@ -113,7 +113,8 @@ def check_folder(path: Path, suffix: str) -> None:
 def rollouts(request: ExportRequest, sink: DiagnosticSink, redact: Callable[[Any], Any] | None) -> Iterable[Rollout]:
     """The inputs' trajectories as :class:`Rollout` s, redacted when ``redact`` is given."""
     kwargs = {"max_line_bytes": request.max_line_bytes} if request.max_line_bytes else {}
-    for read in read_inputs(request.inputs, sink, **kwargs):
+    outputs = [request.output, report_path(request.output)]
+    for read in read_inputs(request.inputs, sink, outputs=outputs, **kwargs):
         value = redact(read.value) if redact else read.value
         agent_ref = (read.row or {}).get("agent_ref") if read.row else None
         yield Rollout(

@@ -35,11 +35,14 @@ def output_folder(target: Path, *, probe: bool = True) -> Path:
     created in (read-only, ``/proc``) fails before any input is read, not after the build.
 
     Raises:
-        RunError: The folder does not exist, or (``probe``) no file can be created in it.
+        RunError: The folder does not exist, is inside a Parquet dataset folder (a file there is no
+            part of the dataset, a dataset there would nest one dataset in another), or (``probe``)
+            no file can be created in it.
     """
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise RunError(f"output folder {parent} does not exist")
+    _refuse_inside_dataset(target, parent)
     if probe:
         with deferred_interrupts():  # a signal between making the probe and removing it is raised after
             try:
@@ -49,6 +52,23 @@ def output_folder(target: Path, *, probe: bool = True) -> Path:
             os.close(fd)
             os.unlink(name)
     return parent
+
+
+def _refuse_inside_dataset(target: Path, parent: Path) -> None:
+    """Stop when ``parent`` (resolved) is a Parquet dataset folder or inside one.
+
+    Raises:
+        RunError: Naming the output and the dataset folder.
+    """
+    from ng_traj.writers.dataset_paths import MANIFEST
+
+    folder = Path(os.path.realpath(parent))
+    for candidate in (folder, *folder.parents):
+        if (candidate / MANIFEST).is_file():
+            raise RunError(
+                f"output {target} is inside the Parquet dataset {candidate}: a dataset folder holds only its "
+                "own tables; name an output outside it"
+            )
 
 
 def check_file_target(target: Path) -> Path:
@@ -194,6 +214,40 @@ def _unlocked(path: str) -> bool:
     return True
 
 
+def write_all(stream: BinaryIO, data: bytes | memoryview) -> int:
+    """Write every byte of ``data`` to the buffered ``stream``; returns ``len(data)``.
+
+    A buffered write to a pipe whose reader leaves while the write is under way returns the bytes the
+    pipe took and drops the rest in silence (CPython's ``BufferedWriter``: the system call was cut
+    short); the rest is written again here, so that the closed pipe raises ``BrokenPipeError``.
+
+    Raises:
+        OSError: The write failed (``BrokenPipeError`` for a closed pipe), or wrote nothing.
+    """
+    view = memoryview(data)
+    while view:
+        written = stream.write(view)
+        if not written:
+            raise OSError(errno.EIO, "the write was not taken")
+        view = view[written:]
+    return len(data)
+
+
+class WholeWrites:
+    """A binary stream whose ``write`` writes everything it is given (:func:`write_all`); every other
+    attribute is the wrapped stream's."""
+
+    def __init__(self, stream: BinaryIO) -> None:
+        self._stream = stream
+
+    def write(self, data: bytes | memoryview) -> int:
+        """Write all of ``data``."""
+        return write_all(self._stream, data)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._stream, name)
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """Open ``path`` for binary writing, atomically; ``-`` is standard output.
@@ -208,14 +262,14 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """
     if str(path) == STDOUT:
         with _write_errors("standard output"):
-            yield sys.stdout.buffer
+            yield WholeWrites(sys.stdout.buffer)  # type: ignore[misc]
             sys.stdout.buffer.flush()
         return
     target = Path(path)
     if _is_special(target):
         check_file_target(target)
         with _write_errors(str(target)), contextlib.suppress(AbortWrite), open(target, "wb") as handle:
-            yield handle
+            yield WholeWrites(handle)  # type: ignore[misc]
         return
     target = written_path(target)
     parent = check_file_target(target)

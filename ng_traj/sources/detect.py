@@ -19,6 +19,7 @@ from ng_traj.sources.capture.store import capture_rollout_id
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import Claim, Sniffed, first_record, json_named, later_records
+from ng_traj.writers.dataset_paths import MANIFEST, parquet_kind
 
 KINDS = ("rollouts", "capture")
 """Kinds ng-traj builds from; ``--as`` accepts these."""
@@ -52,11 +53,21 @@ def _capture_shaped(s: Sniffed) -> Claim | None:
     return None
 
 
+TRAJECTORIES = Claim("unsupported", "ng_trajectory records (already built; use validate or matrix)")
+"""The claim on a file of built trajectories (``input_kind`` tells it from other kinds)."""
+
+
 def _trajectories(s: Sniffed) -> Claim | None:
     first = s.first
     if isinstance(first, dict) and {"schema_version", "rollout_id", "task_id"} <= first.keys():
-        return Claim("unsupported", "ng_trajectory records (already built; use validate or matrix)")
+        return TRAJECTORIES
     return None
+
+
+def _parquet(s: Sniffed) -> Claim | None:
+    """A Parquet file (by its name and magic bytes) or a dataset's manifest: what ``build`` wrote."""
+    kind = parquet_kind(s.path) if s.path.name.endswith(".parquet") or s.path.name == MANIFEST else None
+    return Claim("unsupported", kind) if kind is not None else None
 
 
 SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
@@ -64,6 +75,7 @@ SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _rollouts,
     _capture_shaped,
     _trajectories,
+    _parquet,
 ]
 """Every sniffer; a new reader adds its own here."""
 

@@ -96,15 +96,26 @@ def pick(reads: Iterable[ReadRecord], rollout: str, run: str | None, agent: str 
 
 
 def _hint(items: list[Entry]) -> str:
+    """What tells the colliding ``items`` apart: ``--run``, ``--agent``, both, naming one of their
+    files, or nothing (the records of one file that share a run and agent too)."""
     runs = {item.run for item in items}
     agents = {item.agent for item in items}
     if len(runs) == len(items) and None not in runs:
         return "pick one with --run"
     if len(agents) == len(items) and None not in agents:
         return "pick one with --agent"
+    if len({(item.run, item.agent) for item in items}) == len(items) and None not in runs | agents:
+        return "pick one with --run and --agent"
+    sources = {item.source for item in items}
+    if len(sources) == 1:
+        return (
+            f"the id repeats within {next(iter(sources))}, and nothing in it tells these records apart "
+            "(no run or agent of their own): keep one of them in a copy of the file and show that "
+            "(ng-traj build writes each rollout id once)"
+        )
     if None in runs and None in agents:
         return "the input does not say which run or agent each came from: name one file"
-    return "pick one with --run and --agent"
+    return "pick one with --run and --agent, or name one file"
 
 
 def listing(reads: Iterable[ReadRecord], run: str | None, agent: str | None) -> Iterator[Entry]:

@@ -54,6 +54,33 @@ def table_folder_of(path: Path) -> Path | None:
 
 PARQUET_MAGIC = b"PAR1"
 """The first (and last) four bytes of every Parquet file."""
+DATASET_KIND = (
+    "an ng-traj Parquet dataset (already built; use validate, matrix, show or report, or convert it to JSONL)"
+)
+"""What ``build`` says a dataset named as its input is."""
+
+
+def is_parquet_file(path: Path) -> bool:
+    """True when the regular file ``path`` starts with the Parquet magic bytes (``False`` if unreadable)."""
+    if not path.is_file():
+        return False
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(len(PARQUET_MAGIC)) == PARQUET_MAGIC
+    except OSError:
+        return False
+
+
+def parquet_kind(path: Path) -> str | None:
+    """What ``build`` says a Parquet file or a dataset's manifest is (``None`` for other files)."""
+    if path.name == MANIFEST and is_dataset(path.parent):
+        return f"the manifest of the ng-traj Parquet dataset {path.parent} (already built; name the dataset folder)"
+    if not path.name.endswith(".parquet") or not is_parquet_file(path):
+        return None
+    dataset = dataset_of_table_file(path)
+    if dataset is not None:
+        return f"a Parquet table file of the ng-traj dataset {dataset} (already built; name the dataset folder)"
+    return "a Parquet file (ng-traj reads Parquet only as a dataset folder it wrote)"
 
 
 def refuse_parquet_file(path: Path) -> None:
@@ -62,14 +89,7 @@ def refuse_parquet_file(path: Path) -> None:
     Raises:
         RunError: The regular file ``path`` starts with the Parquet magic bytes.
     """
-    if not path.is_file():
-        return
-    try:
-        with open(path, "rb") as handle:
-            magic = handle.read(len(PARQUET_MAGIC))
-    except OSError:
-        return
-    if magic != PARQUET_MAGIC:
+    if not is_parquet_file(path):
         return
     dataset = dataset_of_table_file(path)
     if dataset is not None:

@@ -103,10 +103,13 @@ def read_capture_file(
 
     Returns:
         The readable calls and the number of unreadable lines. A file that cannot be opened is
-        reported as ``unreadable_file`` and yields nothing (the caller's gap says so).
+        reported as ``unreadable_file`` and yields nothing (the caller's gap says so); one without a
+        line (0 bytes, or blank lines only) as ``empty_input``, a warning (the rollout's gap is
+        ``model_call_capture_no_records``).
     """
     calls: list[CapturedCall] = []
     invalid = 0
+    index = -1
     try:
         for index, line in enumerate(iter_json_lines(path, max_line_bytes=max_line_bytes)):
             if not line.ok or not isinstance(line.value, dict):
@@ -129,6 +132,8 @@ def read_capture_file(
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=path))
         raise
+    if index < 0:
+        sink.add(Diagnostic("warning", "empty_input", "empty capture file: no call captured", path=path))
     return calls, invalid
 
 
