@@ -30,12 +30,19 @@ from ng_traj.contract import (
     ContextCompactionObservation,
     ObservationGap,
     ToolCallObservation,
-    TrajectoryModelCall,
 )
-from ng_traj.contract.conversation import validate_items
-from ng_traj.sources.native import NativeCall, scalar_text, timestamp_seconds
+from ng_traj.sources.native import (
+    NativeCall,
+    agent_invocation,
+    observation_gap,
+    scalar_text,
+    timestamp_seconds,
+    tool_observation,
+    transcript_call,
+)
 from ng_traj.sources.pi.conversation import conversation, tool_call_id
 from ng_traj.sources.pi.copies import id_list
+from ng_traj.sources.pi.items import conversation_items
 from ng_traj.sources.pi.session import Entry, Session
 
 DIALECTS = {
@@ -124,11 +131,7 @@ def native_call(entry: Entry, invocation_id: str) -> NativeCall:
         "model": message.get("model") if isinstance(message.get("model"), str) else None,
         "dialect": DIALECTS.get(scalar_text(message.get("api"))),
     }
-    call = TrajectoryModelCall(
-        started_at=timestamp_seconds(message.get("timestamp")),
-        response_metadata=metadata,
-        token_stats=token_stats(message),
-    )
+    call = transcript_call(timestamp_seconds(message.get("timestamp")), metadata, token_stats(message))
     return NativeCall(invocation_id, response_id, _tool_ids(entry), call, response_id or f"entry:{entry.id}")
 
 
@@ -170,13 +173,7 @@ def _tool(entry: Entry, invocation_id: str, call_id: str, name: str | None) -> T
         )
         if valid:
             timing.update(started_at=completed - float(duration) / 1000, duration_ms=float(duration))
-    return ToolCallObservation(
-        invocation_id=invocation_id,
-        tool_call_id=call_id,
-        tool_name=name,
-        status=_tool_status(message, details),
-        **timing,
-    )
+    return tool_observation(invocation_id, call_id, name, _tool_status(message, details), timing)
 
 
 def _tools(path: list[Entry], items: list[dict[str, Any]], invocation_id: str, gaps: list[ObservationGap]) -> list[Any]:
@@ -184,7 +181,7 @@ def _tools(path: list[Entry], items: list[dict[str, Any]], invocation_id: str, g
     counts = Counter(call_id for call_id, _ in visible)
     names = {call_id: name for call_id, name in visible if counts[call_id] == 1}
     gaps.extend(
-        ObservationGap(code="tool_call_identity_ambiguous", invocation_id=invocation_id, detail=call_id)
+        observation_gap("tool_call_identity_ambiguous", invocation_id=invocation_id, detail=call_id)
         for call_id, count in counts.items()
         if count > 1
     )
@@ -195,15 +192,15 @@ def _tools(path: list[Entry], items: list[dict[str, Any]], invocation_id: str, g
         call_id = entry.message.get("toolCallId") or entry.message.get("tool_call_id")
         if not isinstance(call_id, str) or call_id not in names or call_id in tools:
             detail = call_id if isinstance(call_id, str) else None
-            gaps.append(ObservationGap(code="tool_result_unowned", invocation_id=invocation_id, detail=detail))
+            gaps.append(observation_gap("tool_result_unowned", invocation_id=invocation_id, detail=detail))
             continue
         tools[call_id] = _tool(entry, invocation_id, call_id, names[call_id])
     for call_id in names:
         tool = tools.get(call_id)
         if tool is None or tool.started_at is None:
-            gaps.append(ObservationGap(code="tool_timing_unavailable", invocation_id=invocation_id, detail=call_id))
+            gaps.append(observation_gap("tool_timing_unavailable", invocation_id=invocation_id, detail=call_id))
         if tool is not None and tool.status == "unknown":
-            gaps.append(ObservationGap(code="tool_outcome_unavailable", invocation_id=invocation_id, detail=call_id))
+            gaps.append(observation_gap("tool_outcome_unavailable", invocation_id=invocation_id, detail=call_id))
     return list(tools.values())
 
 
@@ -232,14 +229,13 @@ def _compaction(entry: Entry, invocation_id: str, gaps: list[ObservationGap]) ->
 
 def _branch_gaps(session: Session, path: list[Entry], missing: list[str], invocation_id: str) -> list[ObservationGap]:
     gaps = [
-        ObservationGap(code="agent_conversation_parent_unavailable", invocation_id=invocation_id, detail=m)
-        for m in missing
+        observation_gap("agent_conversation_parent_unavailable", invocation_id=invocation_id, detail=m) for m in missing
     ]
     on_path = {id(entry) for entry in path}
     if any(id(entry) not in on_path and entry.copy_of is None for entry in session.entries):
         points = session.branch_points() or ["root"]
         gaps.extend(
-            ObservationGap(code="agent_conversation_branch_abandoned", invocation_id=invocation_id, detail=p)
+            observation_gap("agent_conversation_branch_abandoned", invocation_id=invocation_id, detail=p)
             for p in points
         )
     return gaps
@@ -249,7 +245,7 @@ def _status(path: list[Entry], invocation_id: str, gaps: list[ObservationGap]) -
     last = next((e for e in reversed(path) if e.type == "message" and e.message.get("role") == "assistant"), None)
     status = STOP_STATUS.get(scalar_text(last.message.get("stopReason"))) if last is not None else None
     if status is None:
-        gaps.append(ObservationGap(code="invocation_outcome_unavailable", invocation_id=invocation_id))
+        gaps.append(observation_gap("invocation_outcome_unavailable", invocation_id=invocation_id))
     return status or "unknown"
 
 
@@ -272,7 +268,7 @@ def observe(
     walked, missing = session.active_path()
     path = [entry for entry in walked if entry.copy_of is None]
     values = conversation(path, invocation_id, gaps, positional_ids=positional_ids)
-    items, dropped = validate_items(values)
+    items, dropped = conversation_items(values)
     if dropped:
         gaps.append(
             ObservationGap(
@@ -280,9 +276,7 @@ def observe(
             )
         )
     status = _status(path, invocation_id, gaps) if derive_status else "unknown"
-    invocation = AgentInvocation(
-        invocation_id=invocation_id, parent_invocation_id=parent_id, status=status, conversation=items
-    )
+    invocation = agent_invocation(invocation_id, parent_id, status, items)
     records: list[Any] = _tools(path, values, invocation_id, gaps)
     records.extend(_compaction(entry, invocation_id, gaps) for entry in path if entry.type == "compaction")
     gaps.extend(_branch_gaps(session, path, missing, invocation_id))
@@ -290,7 +284,7 @@ def observe(
         gaps.append(ObservationGap(code="agent_artifact_record_unparseable"))
     if session.copied():
         detail = f"entries={id_list(session.copied())}"
-        gaps.append(ObservationGap(code="copied_context", invocation_id=invocation_id, detail=detail))
+        gaps.append(observation_gap("copied_context", invocation_id=invocation_id, detail=detail))
     calls = [
         native_call(entry, invocation_id)
         for entry in session.entries
