@@ -32,8 +32,6 @@ from ng_traj.contract import (
     SandboxObservation,
     ToolCallObservation,
     TrajectoryModelCall,
-    TrajectoryResponseMetadata,
-    TrajectoryTokenStats,
 )
 from ng_traj.contract.base import built_model
 from ng_traj.contract.observations import InvocationStatus, ToolStatus, duplicate_invocation, parent_cycle
@@ -308,22 +306,21 @@ LoadUnit = Callable[[NativeUnit, DiagnosticSink], NativeObservations]
 
 # Contract models of native observations, made without validating again what a reader built itself.
 #
-# A native reader (pi, OpenClaw) builds gaps, invocations, tool observations, transcript calls and
-# bundles from values it has already checked: ids as text, counts as non-negative integers, times as
-# floats, statuses from its own tables. Validating those values again cost most of loading a session,
-# so each function below makes the instance pydantic would make (the same values, the same
+# A native reader (pi, OpenClaw) builds invocations, tool observations and bundles from values it has
+# already checked (ids as text, times as floats, statuses from its own tables) and from models it has
+# validated (conversation items, records, gaps). Validating an invocation routes each of its items
+# through the conversation union again, and a bundle each record and gap, which cost most of loading
+# a session; each function below makes the instance pydantic would make (the same values, the same
 # ``model_fields_set``) with ``contract/base.built_model`` when every value has its field's type
 # exactly and meets the model's bounds and validators, and calls the model's constructor otherwise,
 # so that a value that needs coercion, or breaks the contract, is treated (and rejected) as before.
+# Smaller models (gaps, transcript calls) are validated: pydantic makes them about as fast.
 
-_GAP_FIELDS = frozenset({"invocation_id", "detail"})
 _INVOCATION_STATUSES = frozenset(get_args(InvocationStatus))
 _TOOL_STATUSES = frozenset(get_args(ToolStatus))
-_TIMING_SOURCES = frozenset({"executor", "artifact", "harness"})
+_TIMING_FIELDS = frozenset({"started_at", "completed_at", "duration_ms", "timing_source"})
+_TIMING_SOURCES_OR_NONE = frozenset({"executor", "artifact", "harness", None})
 _RECORD_TYPES = frozenset({AgentInvocation, ToolCallObservation, ContextCompactionObservation, SandboxObservation})
-_NO_METADATA = dict.fromkeys(TrajectoryResponseMetadata.model_fields)
-"""Every response metadata field, null, in declaration order."""
-_TOKEN_FIELDS = tuple(TrajectoryTokenStats.model_fields)
 
 
 def _text(value: Any) -> bool:
@@ -334,25 +331,16 @@ def _seconds(value: Any) -> bool:
     return value is None or type(value) is float
 
 
-def observation_gap(code: str, **given: str | None) -> ObservationGap:
-    """``ObservationGap(code=code, **given)`` (``given``: ``invocation_id``, ``detail``); built when
-    every value is text (or ``None`` for the optional ones), validated otherwise."""
-    if type(code) is str and given.keys() <= _GAP_FIELDS and all(map(_text, given.values())):
-        values = {"code": code, "invocation_id": given.get("invocation_id"), "detail": given.get("detail")}
-        return built_model(ObservationGap, values, {"code", *given})
-    return ObservationGap(code=code, **given)
-
-
 def agent_invocation(
     invocation_id: str, parent_id: str | None, status: str, conversation: list[Any]
 ) -> AgentInvocation:
     """``AgentInvocation(invocation_id=..., parent_invocation_id=..., status=..., conversation=...)``.
 
     ``conversation`` must hold validated conversation items (``contract/conversation.validate_items``,
-    or ``sources/pi/items.built_items``), which pydantic keeps as they are; the list itself is kept,
+    or ``sources/pi/items.member_items``), which pydantic keeps as they are; the list itself is kept,
     not copied. Built when the ids are text and the status one of the contract's.
     """
-    if type(invocation_id) is str and _text(parent_id) and status in _INVOCATION_STATUSES:
+    if type(invocation_id) is str and _text(parent_id) and type(status) is str and status in _INVOCATION_STATUSES:
         values = {
             "kind": "agent_invocation",
             "invocation_id": invocation_id,
@@ -382,6 +370,7 @@ def tool_observation(
         type(invocation_id) is str
         and type(tool_call_id) is str
         and _text(tool_name)
+        and type(status) is str
         and status in _TOOL_STATUSES
         and timing.keys() <= _TIMING_FIELDS
         and _seconds(started)
@@ -409,39 +398,6 @@ def tool_observation(
     return ToolCallObservation(
         invocation_id=invocation_id, tool_call_id=tool_call_id, tool_name=tool_name, status=status, **timing
     )
-
-
-_TIMING_FIELDS = frozenset({"started_at", "completed_at", "duration_ms", "timing_source"})
-_TIMING_SOURCES_OR_NONE = _TIMING_SOURCES | {None}
-
-
-def transcript_call(
-    started_at: float | None, metadata: dict[str, Any], token_stats: dict[str, Any]
-) -> TrajectoryModelCall:
-    """``TrajectoryModelCall(started_at=..., response_metadata=metadata, token_stats=token_stats)``: a
-    call as a transcript reports it. ``metadata`` holds text (or ``None``) values of response metadata
-    fields; ``token_stats`` every token count, in declaration order. Built when the time is a float (or
-    ``None``), the metadata text and the counts non-negative integers (or ``None``); validated otherwise."""
-    typed = (
-        _seconds(started_at)
-        and metadata.keys() <= _NO_METADATA.keys()
-        and all(map(_text, metadata.values()))
-        and tuple(token_stats) == _TOKEN_FIELDS
-        and all(count is None or (type(count) is int and count >= 0) for count in token_stats.values())
-    )
-    if not typed:
-        return TrajectoryModelCall(started_at=started_at, response_metadata=metadata, token_stats=token_stats)
-    values = {
-        "model_call_id": None,
-        "started_at": started_at,
-        "completed_at": None,
-        "duration_ms": None,
-        "request": None,
-        "response": None,
-        "response_metadata": built_model(TrajectoryResponseMetadata, {**_NO_METADATA, **metadata}, set(metadata)),
-        "token_stats": built_model(TrajectoryTokenStats, dict(token_stats)),
-    }
-    return built_model(TrajectoryModelCall, values, {"started_at", "response_metadata", "token_stats"})
 
 
 def observation_bundle(source: str, records: Sequence[Any], gaps: Sequence[Any]) -> AgentObservationBundle:

@@ -1,16 +1,16 @@
-"""Conversation items of a pi-family session as contract models, built without validating them again.
+"""Conversation items of a pi-family session, validated by their member of the conversation union.
 
 ``sources/pi/conversation.py`` writes each item in one of a few fixed shapes (its keys in a fixed
-order, every value text): a user, system or developer message with text content, an assistant
-reasoning item with one summary part, an assistant output message with one ``output_text`` part,
-a function call, and a function call output. For those shapes the member of the conversation union
-an item validates as is known (``contract/conversation._item_tag``: ``easy_message``, ``reasoning``,
-``output_message``, ``function_call``, ``function_call_output``), and so is the model pydantic makes
-of it: the item's values, the member's defaults, and the fields given as ``model_fields_set``.
-:func:`conversation_items` makes those models directly when every item of a conversation has one of
-the shapes with text values; any other item (an image part, a value that is not exactly ``str``, a
-key more or less) sends the whole conversation through ``contract/conversation.validate_items``, so
-what pydantic would coerce, or drop, is treated exactly as before.
+order): a user, system or developer message, an assistant reasoning item, an assistant output
+message, a function call, and a function call output. For those shapes the member of the
+conversation union an item validates as is known from its keys and a value or two (the rules of
+``contract/conversation._item_tag``, restricted to these shapes: ``easy_message``, ``reasoning``,
+``output_message``, ``function_call``, ``function_call_output``), and the union's token-metadata
+check has nothing to check (none of the shapes has token keys). :func:`conversation_items` validates
+each such item with that member's own validator, the one the union would call, without the union's
+routing in Python; any other item, or an item its member rejects, sends the whole conversation
+through ``contract/conversation.validate_items``, so what is kept, coerced or dropped is exactly as
+before.
 """
 
 from __future__ import annotations
@@ -18,129 +18,76 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from ng_traj.contract.base import built_model
+from pydantic import BaseModel, ValidationError
+
 from ng_traj.contract.conversation import (
     EasyInputMessage,
     FunctionCall,
     FunctionCallOutput,
     OutputMessage,
-    OutputText,
     ReasoningItem,
-    ReasoningSummary,
     validate_items,
 )
 
-_STATUSES = frozenset({"in_progress", "completed", "incomplete"})
 _USER_ROLES = frozenset({"user", "system", "developer"})
 
 
-def _texts(*values: Any) -> bool:
-    """Every value is exactly ``str`` (pydantic makes a subclass's value a ``str``: validated, not built)."""
-    return all(type(value) is str for value in values)
+def _validator(member: type[BaseModel]) -> Callable[[Any], Any]:
+    return member.__pydantic_validator__.validate_python
 
 
-def _easy_message(value: dict[str, Any]) -> Any:
-    content, role = value["content"], value["role"]
-    if not _texts(value["type"], role, content) or value["type"] != "message" or role not in _USER_ROLES:
+def _easy_message(value: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """A message with a user, system or developer role and no status is an ``easy_message``."""
+    role = value["role"]
+    return _EASY if type(role) is str and role in _USER_ROLES else None
+
+
+def _output_message(value: dict[str, Any]) -> Callable[[Any], Any] | None:
+    """An assistant message whose first content part is ``output_text`` is an ``output_message``."""
+    content = value["content"]
+    if value["role"] != "assistant" or type(content) is not list or not content or type(content[0]) is not dict:
         return None
-    values = {"content": content, "role": role, "type": "message", "phase": None}
-    return built_model(EasyInputMessage, values, {"type", "role", "content"})
+    return _OUTPUT if content[0].get("type") == "output_text" else None
 
 
-def _reasoning(value: dict[str, Any]) -> Any:
-    item_id, summary = value["id"], value["summary"]
-    if not _texts(value["type"], item_id) or value["type"] != "reasoning" or type(summary) is not list:
-        return None
-    part = summary[0] if len(summary) == 1 else None
-    if type(part) is not dict or tuple(part) != ("type", "text") or not _texts(part["type"], part["text"]):
-        return None
-    text = part["text"]
-    if part["type"] != "summary_text":
-        return None
-    built = built_model(ReasoningSummary, {"text": text, "type": "summary_text"}, {"type", "text"})
-    object.__setattr__(built, "__pydantic_extra__", {})  # the SDK's models keep extra keys: none here
-    values = {"id": item_id, "summary": [built], "type": "reasoning", "encrypted_content": None, "content": None}
-    return built_model(ReasoningItem, values, {"type", "id", "summary"})
+_EASY = _validator(EasyInputMessage)
+_OUTPUT = _validator(OutputMessage)
 
-
-def _output_message(value: dict[str, Any]) -> Any:
-    item_id, content = value["id"], value["content"]
-    if not _texts(value["type"], item_id, value["role"], value["status"]) or value["type"] != "message":
-        return None
-    if value["role"] != "assistant" or value["status"] not in _STATUSES or type(content) is not list:
-        return None
-    part = content[0] if len(content) == 1 else None
-    if type(part) is not dict or tuple(part) != ("type", "text", "annotations"):
-        return None
-    text, annotations = part["text"], part["annotations"]
-    if not _texts(part["type"], text) or part["type"] != "output_text" or type(annotations) is not list or annotations:
-        return None
-    output = {"annotations": [], "text": text, "type": "output_text", "logprobs": None}
-    values = {
-        "id": item_id,
-        "content": [built_model(OutputText, output, {"type", "text", "annotations"})],
-        "role": "assistant",
-        "status": value["status"],
-        "type": "message",
-        "phase": None,
-    }
-    return built_model(OutputMessage, values, {"type", "id", "role", "status", "content"})
-
-
-def _function_call(value: dict[str, Any]) -> Any:
-    texts = (value["type"], value["call_id"], value["name"], value["arguments"], value["id"], value["status"])
-    if not _texts(*texts) or value["type"] != "function_call" or value["status"] not in _STATUSES:
-        return None
-    values = {
-        "arguments": value["arguments"],
-        "call_id": value["call_id"],
-        "name": value["name"],
-        "type": "function_call",
-        "id": value["id"],
-        "status": value["status"],
-        "namespace": None,
-    }
-    return built_model(FunctionCall, values, {"type", "call_id", "name", "arguments", "id", "status"})
-
-
-def _function_call_output(value: dict[str, Any]) -> Any:
-    texts = (value["type"], value["call_id"], value["output"], value["status"])
-    if not _texts(*texts) or value["type"] != "function_call_output" or value["status"] not in _STATUSES:
-        return None
-    values = {
-        "call_id": value["call_id"],
-        "output": value["output"],
-        "type": "function_call_output",
-        "id": None,
-        "status": value["status"],
-    }
-    return built_model(FunctionCallOutput, values, {"type", "call_id", "output", "status"})
-
-
-_SHAPES: dict[tuple[str, ...], Callable[[dict[str, Any]], Any]] = {
-    ("type", "role", "content"): _easy_message,
-    ("type", "id", "summary"): _reasoning,
-    ("type", "id", "role", "status", "content"): _output_message,
-    ("type", "call_id", "name", "arguments", "id", "status"): _function_call,
-    ("type", "call_id", "output", "status"): _function_call_output,
+_SHAPES: dict[tuple[str, ...], tuple[str, Callable[[dict[str, Any]], Callable[[Any], Any] | None]]] = {
+    ("type", "role", "content"): ("message", _easy_message),
+    ("type", "id", "role", "status", "content"): ("message", _output_message),
+    ("type", "id", "summary"): ("reasoning", lambda _: _REASONING),
+    ("type", "call_id", "name", "arguments", "id", "status"): ("function_call", lambda _: _CALL),
+    ("type", "call_id", "output", "status"): ("function_call_output", lambda _: _CALL_OUTPUT),
 }
-"""The keys of each shape ``sources/pi/conversation.py`` writes, in its order, and the item's builder."""
+"""The keys of each shape ``sources/pi/conversation.py`` writes, in its order: the ``type`` it has, and
+what picks its member's validator (``None``: not an item of this shape; validated through the union)."""
+
+_REASONING = _validator(ReasoningItem)
+_CALL = _validator(FunctionCall)
+_CALL_OUTPUT = _validator(FunctionCallOutput)
 
 
-def built_items(values: Sequence[Any]) -> list[Any] | None:
-    """The models of ``values`` when every one has a known shape with text values, else ``None``."""
+def member_items(values: Sequence[Any]) -> list[Any] | None:
+    """Every value validated by its member (module docstring), or ``None`` when one is not of a known
+    shape or is rejected."""
     items = []
     for value in values:
-        build = _SHAPES.get(tuple(value)) if type(value) is dict else None
-        item = build(value) if build is not None else None
-        if item is None:
+        shape = _SHAPES.get(tuple(value)) if type(value) is dict else None
+        if shape is None or type(value["type"]) is not str or value["type"] != shape[0]:
             return None
-        items.append(item)
+        validate = shape[1](value)
+        if validate is None:
+            return None
+        try:
+            items.append(validate(value))
+        except ValidationError:
+            return None
     return items
 
 
 def conversation_items(values: Sequence[Any]) -> tuple[list[Any], int]:
     """``contract/conversation.validate_items(values)``: the valid items and how many were dropped;
-    made by :func:`built_items` when it can (none are dropped then)."""
-    items = built_items(values)
+    made by :func:`member_items` when it can (none are dropped then)."""
+    items = member_items(values)
     return (items, 0) if items is not None else validate_items(values)

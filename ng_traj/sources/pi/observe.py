@@ -30,15 +30,14 @@ from ng_traj.contract import (
     ContextCompactionObservation,
     ObservationGap,
     ToolCallObservation,
+    TrajectoryModelCall,
 )
 from ng_traj.sources.native import (
     NativeCall,
     agent_invocation,
-    observation_gap,
     scalar_text,
     timestamp_seconds,
     tool_observation,
-    transcript_call,
 )
 from ng_traj.sources.pi.conversation import conversation, tool_call_id
 from ng_traj.sources.pi.copies import id_list
@@ -73,21 +72,27 @@ def _count(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def _input_is_inclusive(message: dict[str, Any]) -> bool:
+_UNREAD: Any = object()
+
+
+def _input_is_inclusive(message: dict[str, Any], when: float | None) -> bool:
     api, provider = scalar_text(message.get("api")), scalar_text(message.get("provider"))
     if api.startswith("google") or provider.startswith("google"):
         return True
-    when = timestamp_seconds(message.get("timestamp"))
-    return api in ("openai-completions", "openai-responses") and when is not None and when < OPENAI_EXCLUSIVE_SINCE
+    if api not in ("openai-completions", "openai-responses"):
+        return False
+    when = timestamp_seconds(message.get("timestamp")) if when is _UNREAD else when
+    return when is not None and when < OPENAI_EXCLUSIVE_SINCE
 
 
-def token_stats(message: dict[str, Any]) -> dict[str, int | None]:
-    """Inclusive token counts of one assistant message's pi ``usage`` (module docstring)."""
+def token_stats(message: dict[str, Any], when: float | None = _UNREAD) -> dict[str, int | None]:
+    """Inclusive token counts of one assistant message's pi ``usage`` (module docstring); ``when``: the
+    message's ``timestamp`` in seconds (``timestamp_seconds``), when the caller has read it already."""
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
     raw_input, output = _count(usage.get("input")), _count(usage.get("output"))
     cache_read, cache_write = _count(usage.get("cacheRead")), _count(usage.get("cacheWrite"))
     prompt = raw_input
-    if raw_input is not None and not _input_is_inclusive(message):
+    if raw_input is not None and not _input_is_inclusive(message, when):
         prompt = raw_input + (cache_read or 0) + (cache_write or 0)
     total = _count(usage.get("totalTokens"))
     if total is None and prompt is not None and output is not None:
@@ -131,7 +136,10 @@ def native_call(entry: Entry, invocation_id: str) -> NativeCall:
         "model": message.get("model") if isinstance(message.get("model"), str) else None,
         "dialect": DIALECTS.get(scalar_text(message.get("api"))),
     }
-    call = transcript_call(timestamp_seconds(message.get("timestamp")), metadata, token_stats(message))
+    started = timestamp_seconds(message.get("timestamp"))
+    call = TrajectoryModelCall(
+        started_at=started, response_metadata=metadata, token_stats=token_stats(message, started)
+    )
     return NativeCall(invocation_id, response_id, _tool_ids(entry), call, response_id or f"entry:{entry.id}")
 
 
@@ -181,7 +189,7 @@ def _tools(path: list[Entry], items: list[dict[str, Any]], invocation_id: str, g
     counts = Counter(call_id for call_id, _ in visible)
     names = {call_id: name for call_id, name in visible if counts[call_id] == 1}
     gaps.extend(
-        observation_gap("tool_call_identity_ambiguous", invocation_id=invocation_id, detail=call_id)
+        ObservationGap(code="tool_call_identity_ambiguous", invocation_id=invocation_id, detail=call_id)
         for call_id, count in counts.items()
         if count > 1
     )
@@ -192,15 +200,15 @@ def _tools(path: list[Entry], items: list[dict[str, Any]], invocation_id: str, g
         call_id = entry.message.get("toolCallId") or entry.message.get("tool_call_id")
         if not isinstance(call_id, str) or call_id not in names or call_id in tools:
             detail = call_id if isinstance(call_id, str) else None
-            gaps.append(observation_gap("tool_result_unowned", invocation_id=invocation_id, detail=detail))
+            gaps.append(ObservationGap(code="tool_result_unowned", invocation_id=invocation_id, detail=detail))
             continue
         tools[call_id] = _tool(entry, invocation_id, call_id, names[call_id])
     for call_id in names:
         tool = tools.get(call_id)
         if tool is None or tool.started_at is None:
-            gaps.append(observation_gap("tool_timing_unavailable", invocation_id=invocation_id, detail=call_id))
+            gaps.append(ObservationGap(code="tool_timing_unavailable", invocation_id=invocation_id, detail=call_id))
         if tool is not None and tool.status == "unknown":
-            gaps.append(observation_gap("tool_outcome_unavailable", invocation_id=invocation_id, detail=call_id))
+            gaps.append(ObservationGap(code="tool_outcome_unavailable", invocation_id=invocation_id, detail=call_id))
     return list(tools.values())
 
 
@@ -229,13 +237,14 @@ def _compaction(entry: Entry, invocation_id: str, gaps: list[ObservationGap]) ->
 
 def _branch_gaps(session: Session, path: list[Entry], missing: list[str], invocation_id: str) -> list[ObservationGap]:
     gaps = [
-        observation_gap("agent_conversation_parent_unavailable", invocation_id=invocation_id, detail=m) for m in missing
+        ObservationGap(code="agent_conversation_parent_unavailable", invocation_id=invocation_id, detail=m)
+        for m in missing
     ]
     on_path = {id(entry) for entry in path}
     if any(id(entry) not in on_path and entry.copy_of is None for entry in session.entries):
         points = session.branch_points() or ["root"]
         gaps.extend(
-            observation_gap("agent_conversation_branch_abandoned", invocation_id=invocation_id, detail=p)
+            ObservationGap(code="agent_conversation_branch_abandoned", invocation_id=invocation_id, detail=p)
             for p in points
         )
     return gaps
@@ -245,7 +254,7 @@ def _status(path: list[Entry], invocation_id: str, gaps: list[ObservationGap]) -
     last = next((e for e in reversed(path) if e.type == "message" and e.message.get("role") == "assistant"), None)
     status = STOP_STATUS.get(scalar_text(last.message.get("stopReason"))) if last is not None else None
     if status is None:
-        gaps.append(observation_gap("invocation_outcome_unavailable", invocation_id=invocation_id))
+        gaps.append(ObservationGap(code="invocation_outcome_unavailable", invocation_id=invocation_id))
     return status or "unknown"
 
 
@@ -284,7 +293,7 @@ def observe(
         gaps.append(ObservationGap(code="agent_artifact_record_unparseable"))
     if session.copied():
         detail = f"entries={id_list(session.copied())}"
-        gaps.append(observation_gap("copied_context", invocation_id=invocation_id, detail=detail))
+        gaps.append(ObservationGap(code="copied_context", invocation_id=invocation_id, detail=detail))
     calls = [
         native_call(entry, invocation_id)
         for entry in session.entries

@@ -21,13 +21,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.sources.native import (
     NativeObservations,
     NativeUnit,
     folders_of,
     observation_bundle,
-    observation_gap,
     register,
 )
 from ng_traj.sources.openclaw.reader import is_openclaw_transcript, is_pi_family
@@ -77,7 +77,7 @@ class PiReader:
         records, gaps, calls = [], [], []
         for observed in observe_forks(unit.paths, root, sink, derive_status=True):
             invocation_id = observed.invocation.invocation_id
-            gaps.append(observation_gap("subagent_hierarchy_unavailable", invocation_id=invocation_id))
+            gaps.append(ObservationGap(code="subagent_hierarchy_unavailable", invocation_id=invocation_id))
             gaps.extend(observed.gaps)
             records.extend([observed.invocation, *observed.records])
             calls.extend(observed.calls)
