@@ -358,3 +358,25 @@ def test_a_sealing_copy_index_keeps_digests_and_still_finds_copies() -> None:
     mark_copies(later, earlier, "earlier sessions", DiagnosticSink(found.append))
     assert [e.copy_of for e in later.entries] == ["u1", "u2", None]  # by content, by id with its content
     assert [d.code for d in found] == ["context_copied"]
+
+
+def test_openclaw_checkpoint_of_a_tree_of_one_session_is_compared_with_its_transcript(tmp_path: Path) -> None:
+    """The main session alone (no forks in its store): its transcript is the last session of the tree but
+    its checkpoint comes after it, so the checkpoint's copies are still found and counted once."""
+    source = FIXTURES / "openclaw" / "copied_context" / "input" / "agents" / "main" / "sessions"
+    folder = tmp_path / "input" / "agents" / "main" / "sessions"
+    folder.mkdir(parents=True)
+    store = orjson.loads((source / "sessions.json").read_bytes())
+    (folder / "sessions.json").write_bytes(orjson.dumps({"agent:main:main": store["agent:main:main"]}))
+    for name in ("oc-main.jsonl", "oc-main.checkpoint.cp1.jsonl"):
+        (folder / name).write_bytes((source / name).read_bytes())
+    produced, stderr = _build(tmp_path / "input", tmp_path)
+    (record,) = [orjson.loads(line) for line in produced.splitlines()]
+    # oc-main.jsonl alone (see the test above): 3 calls (100/10, 200/20, 150/15), 2 tools; the checkpoint
+    # holds the transcript before the compaction, all copies.
+    assert _totals(record) == (3, 2, 450, 45, 495)
+    assert _copied(record) == [
+        ("agent:main:main", "entries=b1000004,b1000005"),
+        ("agent:main:main", "entries=aa000000,aa000001,aa000002,b1000001,b1000002,b1000003,b1000004,b1000005"),
+    ]
+    assert "oc-main.checkpoint.cp1.jsonl:2: warning[context_copied]: 8 entries copy entries of session" in stderr

@@ -23,9 +23,19 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from math import isfinite
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, get_args
 
-from ng_traj.contract import AgentObservationBundle, ObservationGap, TrajectoryModelCall
+from ng_traj.contract import (
+    AgentInvocation,
+    AgentObservationBundle,
+    ContextCompactionObservation,
+    ObservationGap,
+    SandboxObservation,
+    ToolCallObservation,
+    TrajectoryModelCall,
+)
+from ng_traj.contract.base import built_model
+from ng_traj.contract.observations import InvocationStatus, ToolStatus, duplicate_invocation, parent_cycle
 from ng_traj.diagnostics import QUOTE_LIMIT, Diagnostic, DiagnosticSink
 from ng_traj.io.files import resolved_parent
 from ng_traj.io.lines import iter_json_lines
@@ -314,3 +324,112 @@ def json_objects(
 
 
 LoadUnit = Callable[[NativeUnit, DiagnosticSink], NativeObservations]
+
+
+# Contract models of native observations, made without validating again what a reader built itself.
+#
+# A native reader (pi, OpenClaw) builds invocations, tool observations and bundles from values it has
+# already checked (ids as text, times as floats, statuses from its own tables) and from models it has
+# validated (conversation items, records, gaps). Validating an invocation routes each of its items
+# through the conversation union again, and a bundle each record and gap, which cost most of loading
+# a session; each function below makes the instance pydantic would make (the same values, the same
+# ``model_fields_set``) with ``contract/base.built_model`` when every value has its field's type
+# exactly and meets the model's bounds and validators, and calls the model's constructor otherwise,
+# so that a value that needs coercion, or breaks the contract, is treated (and rejected) as before.
+# Smaller models (gaps, transcript calls) are validated: pydantic makes them about as fast.
+
+_INVOCATION_STATUSES = frozenset(get_args(InvocationStatus))
+_TOOL_STATUSES = frozenset(get_args(ToolStatus))
+_TIMING_FIELDS = frozenset({"started_at", "completed_at", "duration_ms", "timing_source"})
+_TIMING_SOURCES_OR_NONE = frozenset({"executor", "artifact", "harness", None})
+_RECORD_TYPES = frozenset({AgentInvocation, ToolCallObservation, ContextCompactionObservation, SandboxObservation})
+
+
+def _text(value: Any) -> bool:
+    return value is None or type(value) is str
+
+
+def _seconds(value: Any) -> bool:
+    return value is None or type(value) is float
+
+
+def agent_invocation(
+    invocation_id: str, parent_id: str | None, status: str, conversation: list[Any]
+) -> AgentInvocation:
+    """``AgentInvocation(invocation_id=..., parent_invocation_id=..., status=..., conversation=...)``.
+
+    ``conversation`` must hold validated conversation items (``contract/conversation.validate_items``,
+    or ``sources/pi/items.member_items``), which pydantic keeps as they are; the list itself is kept,
+    not copied. Built when the ids are text and the status one of the contract's.
+    """
+    if type(invocation_id) is str and _text(parent_id) and type(status) is str and status in _INVOCATION_STATUSES:
+        values = {
+            "kind": "agent_invocation",
+            "invocation_id": invocation_id,
+            "parent_invocation_id": parent_id,
+            "spawned_by_tool_call_id": None,
+            "status": status,
+            "duration_ms": None,
+            "error_type": None,
+            "model_calls": [],
+            "conversation": conversation,
+        }
+        return built_model(AgentInvocation, values, {"invocation_id", "parent_invocation_id", "status", "conversation"})
+    return AgentInvocation(
+        invocation_id=invocation_id, parent_invocation_id=parent_id, status=status, conversation=conversation
+    )
+
+
+def tool_observation(
+    invocation_id: str, tool_call_id: str, tool_name: str | None, status: str, timing: dict[str, Any]
+) -> ToolCallObservation:
+    """``ToolCallObservation(invocation_id=..., tool_call_id=..., tool_name=..., status=..., **timing)``,
+    ``timing`` holding any of ``started_at``, ``completed_at`` (floats), ``duration_ms`` (a float, not
+    negative) and ``timing_source``. Built when every value has its type and the completion is not
+    before the start; validated (and so rejected as before) otherwise."""
+    started, completed, duration = timing.get("started_at"), timing.get("completed_at"), timing.get("duration_ms")
+    typed = (
+        type(invocation_id) is str
+        and type(tool_call_id) is str
+        and _text(tool_name)
+        and type(status) is str
+        and status in _TOOL_STATUSES
+        and timing.keys() <= _TIMING_FIELDS
+        and _seconds(started)
+        and _seconds(completed)
+        and (duration is None or (type(duration) is float and duration >= 0))
+        and timing.get("timing_source") in _TIMING_SOURCES_OR_NONE
+    )
+    if typed and (started is None or completed is None or not completed < started):
+        values = {
+            "kind": "tool_call",
+            "invocation_id": invocation_id,
+            "tool_call_id": tool_call_id,
+            "sandbox_id": None,
+            "tool_name": tool_name,
+            "started_at": started,
+            "completed_at": completed,
+            "duration_ms": duration,
+            "timing_source": timing.get("timing_source"),
+            "status": status,
+            "error_type": None,
+        }
+        return built_model(
+            ToolCallObservation, values, {"invocation_id", "tool_call_id", "tool_name", "status", *timing}
+        )
+    return ToolCallObservation(
+        invocation_id=invocation_id, tool_call_id=tool_call_id, tool_name=tool_name, status=status, **timing
+    )
+
+
+def observation_bundle(source: str, records: Sequence[Any], gaps: Sequence[Any]) -> AgentObservationBundle:
+    """``AgentObservationBundle(source=source, records=records, gaps=gaps)``, built when the records are
+    the contract's observation models and the gaps its gap models (pydantic keeps such instances as
+    they are) and the bundle's own check holds (no invocation id twice, no parent cycle); validated,
+    and so rejected with pydantic's error, otherwise. The lists are copied, as validating does."""
+    typed = type(source) is str and all(type(record) in _RECORD_TYPES for record in records)
+    if typed and all(type(gap) is ObservationGap for gap in gaps):
+        invocations = [record for record in records if type(record) is AgentInvocation]
+        if duplicate_invocation(invocations) is None and parent_cycle(invocations) is None:
+            return built_model(AgentObservationBundle, {"source": source, "records": list(records), "gaps": list(gaps)})
+    return AgentObservationBundle(source=source, records=records, gaps=gaps)

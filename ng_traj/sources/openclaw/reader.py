@@ -30,11 +30,18 @@ from typing import Any
 
 import orjson
 
-from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
+from ng_traj.contract import AgentInvocation, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import CompressedStreamError, logical_name, open_input
-from ng_traj.io.files import is_link
-from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, joined_ids, register
+from ng_traj.io.files import is_link, resolved_folders
+from ng_traj.sources.native import (
+    NativeObservations,
+    NativeUnit,
+    folders_of,
+    joined_ids,
+    observation_bundle,
+    register,
+)
 from ng_traj.sources.openclaw.store import (
     ARCHIVE_MARKERS,
     Stores,
@@ -240,7 +247,16 @@ class OpenClawReader:
         return units
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
-        """Read a unit's transcripts and build its bundle."""
+        """Read a unit's transcripts and build its bundle.
+
+        The unit's folders are resolved once each while it is read (``io/files.resolved_folders``): the
+        store's transcript checks resolve the folder of every file they look at, and a unit's files
+        share their folders.
+        """
+        with resolved_folders():
+            return self._load(unit, sink)
+
+    def _load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
         hints = dict(unit.hints)
         if hints["mode"] == "single":
             return _bundle([_single(Path(hints["transcript"]), sink)], [])
@@ -264,7 +280,8 @@ class OpenClawReader:
         root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
         stores = read_stores(store_paths, agents, DiagnosticSink())  # reported when indexed
         renamed = [Path(value) for name, value in unit.hints if name == "renamed"]
-        adopt_renamed(stores, {path: scan_session(path)[0].session_id for path in renamed})
+        if renamed:  # without renamed transcripts there is nothing to adopt (only files would be looked at)
+            adopt_renamed(stores, {path: scan_session(path)[0].session_id for path in renamed})
         nodes, gaps = discover_tree(stores, hints["root"], root_transcript)
         for node in nodes:
             refused = None if node.transcript else refused_transcript(stores.entries[node.key], stores.root)
@@ -272,7 +289,10 @@ class OpenClawReader:
                 message = f"session {node.key}: {refused} lies outside the agents folder; not read"
                 sink.add(Diagnostic("warning", "session_path_refused", message, path=str(refused)))
         earlier = CopyIndex(sealing=True)  # a node's transcript is let go once it is observed
-        observed = [_tree_session(node, sink, earlier, child=position > 0) for position, node in enumerate(nodes)]
+        observed = [
+            _tree_session(node, sink, earlier, child=position > 0, last=position == len(nodes) - 1)
+            for position, node in enumerate(nodes)
+        ]
         return _bundle(observed, gaps)
 
 
@@ -363,22 +383,27 @@ def _unowned_by(ids: frozenset[str] | None) -> list[ObservationGap]:
     return [] if ids else [ObservationGap(code="model_call_ownership_unavailable")]
 
 
-def _tree_session(node: TreeNode, sink: DiagnosticSink, earlier: CopyIndex, *, child: bool) -> SessionObservation:
+def _tree_session(
+    node: TreeNode, sink: DiagnosticSink, earlier: CopyIndex, *, child: bool, last: bool
+) -> SessionObservation:
     """One node of a tree: its transcript observed after marking what it copies from the sessions before
     it (a thread fork starts with its parent's entries), then its compaction checkpoints, whose entries
     the transcript or an earlier session holds are copies; the checkpoint's own model calls count in
-    the node's invocation, as those of an abandoned branch do."""
+    the node's invocation, as those of an abandoned branch do. The entries of the tree's ``last`` node
+    are compared with the earlier ones but not added to ``earlier`` (no session is compared with them)."""
     key = node.key
     session = None
     if node.transcript is None:
         observed = SessionObservation(AgentInvocation(invocation_id=key, parent_invocation_id=node.parent))
     else:
         session = read_session(node.transcript, sink)
-        mark_copies(session, earlier, "entries of sessions earlier in its tree", sink)
+        keep = not (last and not node.checkpoints)
+        mark_copies(session, earlier, "entries of sessions earlier in its tree", sink, keep=keep)
         observed = observe(session, key, parent_id=node.parent, derive_status=False, positional_ids=True)
-    for path in node.checkpoints:
+    for position, path in enumerate(node.checkpoints):
         checkpoint = read_session(path, sink)
-        mark_copies(checkpoint, earlier, f"entries of session {key} (a compaction checkpoint)", sink)
+        keep = not (last and position == len(node.checkpoints) - 1)
+        mark_copies(checkpoint, earlier, f"entries of session {key} (a compaction checkpoint)", sink, keep=keep)
         if checkpoint.copied():
             detail = f"entries={id_list(checkpoint.copied())}"
             observed.gaps.append(ObservationGap(code="copied_context", invocation_id=key, detail=detail))
@@ -400,7 +425,7 @@ def _bundle(observed: list[SessionObservation], gaps: list[ObservationGap]) -> N
         records.append(session.invocation)
         records.extend(session.records)
         all_gaps.extend(session.gaps)
-    bundle = AgentObservationBundle(source="openclaw", records=records, gaps=all_gaps)
+    bundle = observation_bundle("openclaw", records, all_gaps)
     return NativeObservations(bundle, [call for session in observed for call in session.calls])
 
 

@@ -32,10 +32,16 @@ from ng_traj.contract import (
     ToolCallObservation,
     TrajectoryModelCall,
 )
-from ng_traj.contract.conversation import validate_items
-from ng_traj.sources.native import NativeCall, scalar_text, timestamp_seconds
+from ng_traj.sources.native import (
+    NativeCall,
+    agent_invocation,
+    scalar_text,
+    timestamp_seconds,
+    tool_observation,
+)
 from ng_traj.sources.pi.conversation import conversation, tool_call_id
 from ng_traj.sources.pi.copies import id_list
+from ng_traj.sources.pi.items import conversation_items
 from ng_traj.sources.pi.session import Entry, Session
 
 DIALECTS = {
@@ -66,21 +72,27 @@ def _count(value: Any) -> int | None:
     return value if type(value) is int and value >= 0 else None
 
 
-def _input_is_inclusive(message: dict[str, Any]) -> bool:
+_UNREAD: Any = object()
+
+
+def _input_is_inclusive(message: dict[str, Any], when: float | None) -> bool:
     api, provider = scalar_text(message.get("api")), scalar_text(message.get("provider"))
     if api.startswith("google") or provider.startswith("google"):
         return True
-    when = timestamp_seconds(message.get("timestamp"))
-    return api in ("openai-completions", "openai-responses") and when is not None and when < OPENAI_EXCLUSIVE_SINCE
+    if api not in ("openai-completions", "openai-responses"):
+        return False
+    when = timestamp_seconds(message.get("timestamp")) if when is _UNREAD else when
+    return when is not None and when < OPENAI_EXCLUSIVE_SINCE
 
 
-def token_stats(message: dict[str, Any]) -> dict[str, int | None]:
-    """Inclusive token counts of one assistant message's pi ``usage`` (module docstring)."""
+def token_stats(message: dict[str, Any], when: float | None = _UNREAD) -> dict[str, int | None]:
+    """Inclusive token counts of one assistant message's pi ``usage`` (module docstring); ``when``: the
+    message's ``timestamp`` in seconds (``timestamp_seconds``), when the caller has read it already."""
     usage = message.get("usage") if isinstance(message.get("usage"), dict) else {}
     raw_input, output = _count(usage.get("input")), _count(usage.get("output"))
     cache_read, cache_write = _count(usage.get("cacheRead")), _count(usage.get("cacheWrite"))
     prompt = raw_input
-    if raw_input is not None and not _input_is_inclusive(message):
+    if raw_input is not None and not _input_is_inclusive(message, when):
         prompt = raw_input + (cache_read or 0) + (cache_write or 0)
     total = _count(usage.get("totalTokens"))
     if total is None and prompt is not None and output is not None:
@@ -124,10 +136,9 @@ def native_call(entry: Entry, invocation_id: str) -> NativeCall:
         "model": message.get("model") if isinstance(message.get("model"), str) else None,
         "dialect": DIALECTS.get(scalar_text(message.get("api"))),
     }
+    started = timestamp_seconds(message.get("timestamp"))
     call = TrajectoryModelCall(
-        started_at=timestamp_seconds(message.get("timestamp")),
-        response_metadata=metadata,
-        token_stats=token_stats(message),
+        started_at=started, response_metadata=metadata, token_stats=token_stats(message, started)
     )
     return NativeCall(invocation_id, response_id, _tool_ids(entry), call, response_id or f"entry:{entry.id}")
 
@@ -170,13 +181,7 @@ def _tool(entry: Entry, invocation_id: str, call_id: str, name: str | None) -> T
         )
         if valid:
             timing.update(started_at=completed - float(duration) / 1000, duration_ms=float(duration))
-    return ToolCallObservation(
-        invocation_id=invocation_id,
-        tool_call_id=call_id,
-        tool_name=name,
-        status=_tool_status(message, details),
-        **timing,
-    )
+    return tool_observation(invocation_id, call_id, name, _tool_status(message, details), timing)
 
 
 def _tools(path: list[Entry], items: list[dict[str, Any]], invocation_id: str, gaps: list[ObservationGap]) -> list[Any]:
@@ -272,7 +277,7 @@ def observe(
     walked, missing = session.active_path()
     path = [entry for entry in walked if entry.copy_of is None]
     values = conversation(path, invocation_id, gaps, positional_ids=positional_ids)
-    items, dropped = validate_items(values)
+    items, dropped = conversation_items(values)
     if dropped:
         gaps.append(
             ObservationGap(
@@ -280,9 +285,7 @@ def observe(
             )
         )
     status = _status(path, invocation_id, gaps) if derive_status else "unknown"
-    invocation = AgentInvocation(
-        invocation_id=invocation_id, parent_invocation_id=parent_id, status=status, conversation=items
-    )
+    invocation = agent_invocation(invocation_id, parent_id, status, items)
     records: list[Any] = _tools(path, values, invocation_id, gaps)
     records.extend(_compaction(entry, invocation_id, gaps) for entry in path if entry.type == "compaction")
     gaps.extend(_branch_gaps(session, path, missing, invocation_id))

@@ -21,9 +21,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from ng_traj.contract import AgentObservationBundle, ObservationGap
+from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import DiagnosticSink
-from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, joined_ids, register
+from ng_traj.sources.native import (
+    NativeObservations,
+    NativeUnit,
+    folders_of,
+    joined_ids,
+    observation_bundle,
+    register,
+)
 from ng_traj.sources.openclaw.reader import is_pi_family, sniffed_openclaw_transcript
 from ng_traj.sources.pi.forks import fork_header, fork_parents, fork_trees, observe_forks
 from ng_traj.sources.pi.session import scan_session
@@ -76,7 +83,7 @@ class PiReader:
             gaps.extend(observed.gaps)
             records.extend([observed.invocation, *observed.records])
             calls.extend(observed.calls)
-        bundle = AgentObservationBundle(source=self.source, records=records, gaps=gaps)
+        bundle = observation_bundle(self.source, records, gaps)
         return NativeObservations(bundle, calls)
 
 

@@ -111,7 +111,7 @@ class Session:
         if not self.entries:
             return [], []
         index = self.by_id()
-        position = {id(entry): i for i, entry in enumerate(self.entries)}
+        position: dict[int, int] = {}  # each entry's place in the file, made when a parent is missing
         path: list[Entry] = []
         missing: list[str] = []
         seen: set[str] = set()
@@ -122,6 +122,7 @@ class Session:
             parent = current.parent_id
             if parent is not None and parent not in index:
                 missing.append(parent)
+                position = position or {id(entry): i for i, entry in enumerate(self.entries)}
                 before = position[id(current)] - 1
                 current = self.entries[before] if before >= 0 else None
             else:
