@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from ng_traj.assemble.turns import TranscriptCall
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ModelCallRecord, ModelCallRef, ObservationGap
 from ng_traj.contract.trajectory import TrajectoryModelCall
-from ng_traj.sources.native import NativeCall, NativeObservations
+from ng_traj.sources.native import NativeCall, NativeObservations, observation_bundle
 
 TRANSCRIPT_GAP = "model_call_usage_from_transcript"
 
@@ -114,4 +114,4 @@ def _with_refs(bundle: AgentObservationBundle, refs: dict[str, list[ModelCallRef
         else record
         for record in bundle.records
     ]
-    return AgentObservationBundle(source=bundle.source, records=records, gaps=bundle.gaps)
+    return observation_bundle(bundle.source, records, bundle.gaps)
