@@ -121,6 +121,7 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
     try:
         code = _outcome(debug, body)
     finally:
+        sys.stderr.flush()  # the diagnostics written as text are out before the command ends
         sys.stderr = real_stderr
     raise typer.Exit(code)
 
