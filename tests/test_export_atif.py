@@ -341,18 +341,31 @@ def test_quiet_leaves_out_the_per_rollout_lines(tmp_path):
     assert result.stderr.splitlines()[-1].startswith("exported 13 of 13 rollouts as atif (13 complete")
 
 
-def test_a_folder_holding_other_files_is_not_replaced(tmp_path):
+def test_only_an_earlier_export_or_an_empty_folder_is_replaced(tmp_path):
     out = tmp_path / "out"
     out.mkdir()
     (out / "notes.txt").write_text("mine")
     result = run_cli("export", RETAINED, "--format", "atif", "-o", out)
     assert result.exit_code == 2
-    assert "also holds notes.txt; not replaced" in result.stderr
+    assert "holds notes.txt, which no earlier export wrote" in result.stderr
     assert [p.name for p in out.iterdir()] == ["notes.txt"]
     (out / "notes.txt").unlink()
-    (out / "old.json").write_text("{}")  # an earlier export is replaced whole
-    assert run_cli("export", RETAINED, "--format", "atif", "-o", out).exit_code == 0
-    assert "old.json" not in {p.name for p in out.iterdir()} and (out / "0-0.json").exists()
+    (out / "important.json").write_text("{}")  # the user's own JSON, named like a document: kept too
+    assert run_cli("export", RETAINED, "--format", "atif", "-o", out).exit_code == 2
+    assert [p.name for p in out.iterdir()] == ["important.json"]
+    (out / "important.json").unlink()
+    assert run_cli("export", RETAINED, "--format", "atif", "-o", out).exit_code == 0  # an empty folder
+    first = sorted(p.name for p in out.iterdir())
+    assert "0-0.json" in first
+    assert run_cli("export", RETAINED, "--format", "atif", "-o", out).exit_code == 0  # its own export, again
+    assert sorted(p.name for p in out.iterdir()) == first
+    (out / "later.json").write_text("{}")  # added after the export: its report does not list it
+    assert run_cli("export", RETAINED, "--format", "atif", "-o", out).exit_code == 2
+    assert (out / "later.json").exists()
+    (out / "later.json").unlink()
+    (tmp_path / "out.completeness.json").unlink()  # without its report, the folder is no known export
+    assert run_cli("export", RETAINED, "--format", "atif", "-o", out).exit_code == 2
+    assert sorted(p.name for p in out.iterdir()) == first
 
 
 def test_usage_errors_exit_2(tmp_path):

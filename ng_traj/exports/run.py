@@ -10,7 +10,8 @@ Outputs (``-o OUT``):
 * the completeness report, ``<OUT>.completeness.json`` beside the output.
 
 Every output replaces its target only when the export completes and wrote at least one rollout
-(``io.atomic``); an output that is, or is a folder holding, one of the inputs is refused.
+(``io.atomic``); an existing output folder only when it is empty or an earlier export's
+(:func:`check_folder`); an output that is, or is a folder holding, one of the inputs is refused.
 """
 
 from __future__ import annotations
@@ -94,20 +95,48 @@ def report_path(output: Path) -> Path:
 
 
 def check_folder(path: Path, suffix: str) -> None:
-    """Refuse to replace a folder holding anything but files named ``*<suffix>`` (an earlier export).
+    """Refuse to replace a folder unless it is empty or an earlier export's: every entry a file
+    named ``*<suffix>`` that the completeness report beside it (:func:`report_path`) lists as a
+    rollout's output. A folder of the user's own files, even of ``*<suffix>`` ones, is left alone.
 
     Raises:
         RunError: ``path`` is a folder with other entries (replacing it would delete them).
     """
     if not path.is_dir():
         return
-    foreign = sorted(e.name for e in path.iterdir() if not (e.is_file() and e.name.endswith(suffix)))
+    written = _reported_outputs(report_path(path))
+    foreign = sorted(
+        entry.name
+        for entry in path.iterdir()
+        if not (entry.is_file() and entry.name.endswith(suffix) and entry.name in written)
+    )
     if foreign:
         named = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
         raise RunError(
-            f"output {path} is an existing folder that also holds {named}; not replaced (an export folder "
-            f"holds only *{suffix} files)"
+            f"output {path} is an existing folder that holds {named}, which no earlier export wrote (its "
+            f"completeness report {report_path(path).name} beside it does not list them); not replaced: "
+            "name a new or empty folder"
         )
+
+
+def _reported_outputs(report: Path) -> frozenset[str]:
+    """The names of the files a completeness report lists as written (``rollouts[].output``, paths in
+    the folder); empty when the report is missing, unreadable or not one."""
+    try:
+        value = orjson.loads(report.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        return frozenset()
+    if (
+        not isinstance(value, dict)
+        or "ng_traj_completeness" not in value
+        or not isinstance(value.get("rollouts"), list)
+    ):
+        return frozenset()
+    return frozenset(
+        Path(item["output"]).name
+        for item in value["rollouts"]
+        if isinstance(item, dict) and isinstance(item.get("output"), str)
+    )
 
 
 def rollouts(request: ExportRequest, sink: DiagnosticSink, redact: Callable[[Any], Any] | None) -> Iterable[Rollout]:
