@@ -164,6 +164,10 @@ def test_a_session_transcript_is_named_once_by_every_command_that_reads_trajecto
             f"build it first: ng-traj build {session} -o trajectories.jsonl"
         ], args
     assert not (tmp_path / "report.html").exists()
+    converted = run_cli("convert", session, "-o", tmp_path / "out.parquet")
+    assert converted.exit_code == 1
+    assert [line for line in converted.stderr.splitlines() if "error[" in line] == lines
+    assert not (tmp_path / "out.parquet").exists()
 
 
 def test_a_trajectory_file_with_bad_lines_keeps_one_error_per_line(tmp_path):

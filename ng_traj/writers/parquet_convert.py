@@ -27,6 +27,8 @@ from ng_traj.checks import TRAJECTORY_MISSING, findings_from_error, is_bare_traj
 from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
 from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
+from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
+from ng_traj.input_kind import not_trajectories
 from ng_traj.io.atomic import AbortWrite
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.writers.jsonl import record_json
@@ -81,13 +83,18 @@ def jsonl_to_dataset(
 
     ``on_progress`` is called with the bytes of ``source`` read so far, after every line.
 
-    When no trajectory converts, nothing is written: what ``target`` held stays as it was.
+    When no trajectory converts, nothing is written: what ``target`` held stays as it was. A file that
+    holds no trajectory records (``input_kind``) is one ``input_not_trajectories`` error.
 
     Raises:
         RunError: ``target`` cannot be written or holds something other than a dataset.
     """
     counts = Converted()
     name, run = str(source), source.name
+    reason = not_trajectories(source, max_line_bytes=max_line_bytes)
+    if reason is not None:  # a session transcript, a capture file: said once, not once per line
+        sink.add(Diagnostic("error", NOT_TRAJECTORIES, reason, path=name))
+        return counts
     with contextlib.suppress(AbortWrite), open_dataset(target, chunk_size=chunk_size) as dataset:
         for line in read_json_objects(source, sink, max_line_bytes=max_line_bytes):
             if on_progress is not None:
