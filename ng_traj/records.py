@@ -249,14 +249,29 @@ def read_inputs(
     outputs: Iterable[Path] = (),
 ) -> Iterator[ReadRecord]:
     """Every record of the named inputs, in the order of :func:`input_files` (``outputs`` passed on).
+    A file found in a named folder is read only when it is named as JSON Lines or JSON; any other is
+    one ``input_unclaimed`` info diagnostic.
 
     Raises:
         RunError: A named path does not exist.
     """
-    files = input_files(paths, outputs)
+    from ng_traj.sources.sniff import json_named
+
+    paths = [Path(path) for path in paths]
+    named = set(paths)
+    files = []
+    for file in input_files(paths, outputs):
+        if file in named or file.is_dir() or json_named(file):
+            files.append(file)
+        else:  # a README, a page, a table beside the records in a named folder
+            sink.add(Diagnostic("info", "input_unclaimed", UNCLAIMED, path=str(file)))
     labels = run_label_map(str(file) for file in files if not file.is_dir())
     for file in files:
         if file.is_dir():
             yield from read_dataset_records(file, sink)
         else:
             yield from read_file(file, sink, run=labels[str(file)], max_line_bytes=max_line_bytes)
+
+
+UNCLAIMED = "not named as JSON Lines (*.jsonl) or JSON (*.json), compressed or not; skipped"
+"""Why a file found in a named folder is not read (a file named on its own is read whatever its name)."""

@@ -420,3 +420,21 @@ def test_real_samples_export_valid_documents_with_the_rows_agent_and_reward(tmp_
             assert document["extra"]["ng_traj"]["source"]["reward"] == row["reward"]
     natives_ids = {f"{r['task_id']}:{r['rollout_id']}" for r in map(orjson.loads, natives.read_bytes().splitlines())}
     assert natives_ids <= set(by_id)
+
+
+def test_files_in_a_named_folder_not_named_as_json_are_skipped_once_each(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "trajectories.jsonl").write_bytes(RETAINED.read_bytes())
+    (folder / "README.md").write_text("# notes\n\nnot JSON\n")
+    (folder / "page.html").write_text("<html></html>\n")
+    result = run_cli("export", folder, "--format", "atif", "-o", tmp_path / "out", "-v")
+    assert result.exit_code == 0, result.stderr
+    assert "invalid_json" not in result.stderr
+    assert sorted(line.split(":")[0] for line in result.stderr.splitlines() if "info[input_unclaimed]" in line) == [
+        str(folder / "README.md"),
+        str(folder / "page.html"),
+    ]
+    named = tmp_path / "notes.md"  # named on its own, a file is read whatever its name
+    named.write_text("not JSON\n")
+    assert "invalid_json" in run_cli("export", named, "--format", "atif", "-o", tmp_path / "out2").stderr
