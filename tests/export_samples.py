@@ -120,6 +120,25 @@ def clean_rollout() -> dict:
     )
 
 
+def with_rollout_id(rollout_id: str) -> dict:
+    """The clean rollout under another rollout id (its turns' too)."""
+    value = clean_rollout()
+    value["rollout_id"] = rollout_id
+    for turn in value["turns"]:
+        turn["rollout_id"] = rollout_id
+    return value
+
+
+LONG_AND_DOT_IDS = (  # names past the length limit (two sharing its prefix), hidden names, a collision
+    "a" * 300,
+    "a" * 299 + "b",
+    "é" * 300,
+    ".",
+    "..",
+    "_",
+)
+
+
 def parallel_rollout() -> dict:
     """The clean rollout with two tool calls from one response, run at overlapping times."""
     value = clean_rollout()

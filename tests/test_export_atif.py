@@ -10,7 +10,15 @@ import orjson
 import pytest
 
 from conftest import build_valid, run_cli, run_json, shared_dir
-from export_samples import ALL_EXPECTED, RETAINED, SUBAGENTS, clean_rollout, write_jsonl
+from export_samples import (
+    ALL_EXPECTED,
+    LONG_AND_DOT_IDS,
+    RETAINED,
+    SUBAGENTS,
+    clean_rollout,
+    with_rollout_id,
+    write_jsonl,
+)
 from ng_traj.records import row_facts
 
 
@@ -438,3 +446,16 @@ def test_files_in_a_named_folder_not_named_as_json_are_skipped_once_each(tmp_pat
     named = tmp_path / "notes.md"  # named on its own, a file is read whatever its name
     named.write_text("not JSON\n")
     assert "invalid_json" in run_cli("export", named, "--format", "atif", "-o", tmp_path / "out2").stderr
+
+
+def test_long_and_dot_rollout_ids_get_short_visible_distinct_names(tmp_path):
+    source = write_jsonl(tmp_path / "ids.jsonl", *map(with_rollout_id, LONG_AND_DOT_IDS))
+    result, out = _export(tmp_path, source)
+    assert result.exit_code == 0, result.stderr
+    names = sorted(path.name for path in out.iterdir())
+    assert len(names) == len(LONG_AND_DOT_IDS)
+    assert all(len(name.encode()) <= 200 and not name.startswith(".") for name in names), names
+    ids = {document["trajectory_id"].rsplit(":", 1)[1] for document in _documents(out).values()}
+    assert ids == set(LONG_AND_DOT_IDS)
+    run_json("export", source, "--format", "atif", "-o", tmp_path / "again")
+    assert sorted(path.name for path in (tmp_path / "again").iterdir()) == names  # deterministic

@@ -11,7 +11,16 @@ from google.protobuf import json_format
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, TracesData
 
 from conftest import build_valid, run_cli, run_json, shared_dir
-from export_samples import ALL_EXPECTED, RETAINED, SUBAGENTS, clean_rollout, parallel_rollout, write_jsonl
+from export_samples import (
+    ALL_EXPECTED,
+    LONG_AND_DOT_IDS,
+    RETAINED,
+    SUBAGENTS,
+    clean_rollout,
+    parallel_rollout,
+    with_rollout_id,
+    write_jsonl,
+)
 
 HEX32, HEX16 = re.compile(r"[0-9a-f]{32}"), re.compile(r"[0-9a-f]{16}")
 
@@ -200,3 +209,16 @@ def test_real_samples_one_trace_per_timed_rollout(tmp_path):
         assert sum(_attributes(s).get("gen_ai.usage.input_tokens", 0) for s in chats) == sum(
             c["token_stats"]["prompt_tokens"] or 0 for c in timed_calls
         )
+
+
+def test_split_names_long_and_dot_rollout_ids_short_visible_and_distinct(tmp_path):
+    source = write_jsonl(tmp_path / "ids.jsonl", *map(with_rollout_id, LONG_AND_DOT_IDS))
+    out = tmp_path / "traces"
+    result = run_json("export", source, "--format", "otlp", "--split", "-o", out)
+    assert result.exit_code == 3, result.summary  # written, lossy as every OTLP export of the clean rollout
+    names = sorted(path.name for path in out.iterdir())
+    assert len(names) == result.summary["written"] == len(LONG_AND_DOT_IDS)
+    assert all(len(name.encode()) <= 200 and not name.startswith(".") for name in names), names
+    for path in out.iterdir():
+        (line,) = path.read_bytes().splitlines()
+        _decode(line)

@@ -3,8 +3,11 @@
 Outputs (``-o OUT``):
 
 * ``atif``: a folder with one ATIF document per rollout, ``<rollout_id>.json`` (characters other
-  than letters, digits, ``.``, ``_`` and ``-`` replaced by ``_``; when two rollouts would share a
-  name, each gets ``-<8 hex digits of its trace id>`` too, whatever the input order);
+  than letters, digits, ``.``, ``_`` and ``-`` replaced by ``_``, and leading dots too, so no name
+  is hidden (``.`` and ``..`` are ``_`` and ``__``); a name longer than 160 characters keeps its
+  first 143 and ends in ``-<16 hex digits of the SHA-256 of the rollout id>``, so every file name
+  stays under 200 bytes; when two rollouts would share a name, each gets ``-<8 hex digits of its
+  trace id>`` too, whatever the input order);
 * ``otlp``: one JSON Lines file, a ``TracesData`` per rollout per line, in input order; with
   ``split``, a folder with one ``<rollout_id>.jsonl`` per rollout (named as above);
 * the completeness report, ``<OUT>.completeness.json`` beside the output.
@@ -33,6 +36,24 @@ from ng_traj.records import read_inputs, refuse_input_as_output
 Format = Literal["atif", "otlp"]
 REPORT_VERSION = "1"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_LEADING_DOTS = re.compile(r"^\.+")
+NAME_MAX = 160
+"""The longest file-name stem made from a rollout id, in characters (all ASCII, so bytes too): with
+a collision's ``-<tag>-<where>`` (18) and ``.jsonl`` a name stays under 200 bytes (the usual limit
+is 255)."""
+
+
+def name_stem(rollout_id: str) -> str:
+    """The file-name stem of a rollout id: ASCII, at most :data:`NAME_MAX` characters, never empty,
+    never starting with ``.`` (see the module docstring). Deterministic; distinct long ids give
+    distinct stems (their digests differ), and stems that still coincide are told apart by
+    :class:`_Names`."""
+    base = _UNSAFE.sub("_", rollout_id) or "_"
+    base = _LEADING_DOTS.sub(lambda dots: "_" * len(dots.group()), base)
+    if len(base) > NAME_MAX:
+        digest = hex_id(rollout_id.encode("utf-8", "surrogatepass"), length=16)
+        base = f"{base[: NAME_MAX - 17]}-{digest}"
+    return base
 
 
 @dataclass(slots=True)
@@ -170,7 +191,7 @@ class _Names:
         """The file for ``outcome``'s rollout (``outcome.output`` set to its name); the first holder
         of a name now shared is renamed to its tagged name."""
         rollout = outcome.rollout
-        base = _UNSAFE.sub("_", rollout.rollout_id) or "_"
+        base = name_stem(rollout.rollout_id)
         tag = hex_id(rollout.seed, "trace")[:8]
         holders = self.taken.setdefault(base, [])
         if len(holders) == 1:
