@@ -26,7 +26,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
-from ng_traj.diagnostics import RunError
+from ng_traj.diagnostics import RunError, printable
 from ng_traj.io.atomic import was_interrupted
 
 if TYPE_CHECKING:
@@ -140,7 +140,8 @@ def _outcome(debug: bool, body: Callable[[], int]) -> int:
         if _stdout_failures:
             raise RunError(_stdout_failures[0])
     except RunError as exc:
-        console.print(f"[bold red]error:[/] {escape(_stdout_failures[0] if _stdout_failures else str(exc))}")
+        message = _stdout_failures[0] if _stdout_failures else str(exc)  # may quote an id from the data
+        console.print(f"[bold red]error:[/] {escape(printable(message))}")
         code = EXIT_USAGE
     except KeyboardInterrupt:
         code = EXIT_INTERRUPTED  # said by the entry point (``cli.main``)
@@ -158,7 +159,7 @@ def _outcome(debug: bool, body: Callable[[], int]) -> int:
         else:
             if debug:
                 traceback.print_exc()
-            problem = escape(f"{type(exc).__name__}: {exc}")
+            problem = escape(printable(f"{type(exc).__name__}: {exc}"))
             console.print(f"[bold red]internal error:[/] {problem} (run with --debug for a traceback)")
             code = EXIT_USAGE
     return code

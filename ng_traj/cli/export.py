@@ -27,7 +27,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import RunError, plural, safe_text
+from ng_traj.diagnostics import RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -177,8 +177,8 @@ def _run(
 
     def text(console) -> None:  # type: ignore[no-untyped-def]
         for outcome in result.outcomes if level >= 0 else ():  # --quiet: the summary line alone
-            console.print(f"  {outcome.line()}", markup=False)
-        console.print(line, markup=False)
+            console.print(f"  {printable(outcome.line())}", markup=False)  # ids from the data: escaped
+        console.print(printable(line), markup=False)
 
     reporter.summary(data, code, line, text)
     return code

@@ -286,7 +286,7 @@ class Reporter:
             return
         for path, message in problems:
             where = f"{escape(printable(safe_text(path)))}: " if path else ""
-            self.console.print(f"[bold red]error:[/] {where}{escape(message)}")
+            self.console.print(f"[bold red]error:[/] {where}{escape(printable(message))}")
         text(self.console)
 
     @contextlib.contextmanager

@@ -1,7 +1,9 @@
 """``ng-traj show`` in the terminal: the rollout list, and one rollout as a rich tree.
 
 Input is what ``views.tree.rollout_view`` and ``views.pick`` return; nothing here reads files.
-Text from the records (ids, tool names, gap details) is printed as text, never as rich markup.
+Text from the records (ids, model and tool names, gap details, errors) is printed as text, never as
+rich markup, and with its control characters escaped (``\\x1b``, ``\\n``: ``diagnostics.printable``), so
+that an untrusted transcript cannot drive the terminal or forge lines of the display.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 from rich.tree import Tree
 
-from ng_traj.diagnostics import plural
+from ng_traj.diagnostics import plural, printable
 from ng_traj.views.pick import Entry
 
 STATUS_STYLES = {
@@ -25,6 +27,22 @@ STATUS_STYLES = {
     "incomplete": "yellow",
     "unknown": "dim",
 }
+
+
+def _escaped(value: Any) -> Any:
+    """``value`` with every string in it (in mappings, lists, tuples) passed through ``printable``."""
+    if isinstance(value, str):
+        return printable(value)
+    if isinstance(value, Mapping):
+        return {key: _escaped(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_escaped(item) for item in value]
+    return value
+
+
+def _shown(value: str) -> Text:
+    """A table cell of record text, its control characters escaped."""
+    return Text(printable(value))
 
 
 def _ms(value: float | None) -> str:
@@ -46,15 +64,15 @@ def rollout_list(entries: Iterable[Entry]) -> Table:
         grid.add_column(name, justify="right" if name in ("reward", "model calls", "tool calls", "gaps") else "left")
     for item in entries:
         grid.add_row(
-            Text(item.rollout_id),
-            Text(item.task_id),
-            Text(item.run or "—"),
-            Text(item.agent or "—"),
+            _shown(item.rollout_id),
+            _shown(item.task_id),
+            _shown(item.run or "—"),
+            _shown(item.agent or "—"),
             _reward(item.reward),
             str(item.model_calls),
             str(item.tool_calls),
             str(item.gaps),
-            Text(item.where()),
+            _shown(item.where()),
         )
     return grid
 
@@ -172,7 +190,9 @@ def _header(view: Mapping[str, Any], about: Mapping[str, Any]) -> Text:
 
 
 def render_rollout(view: Mapping[str, Any], about: Mapping[str, Any], console: Console) -> None:
-    """Print one rollout: header, invocation tree, per-role totals, gaps by code."""
+    """Print one rollout: header, invocation tree, per-role totals, gaps by code (the strings of
+    ``view`` and ``about`` with their control characters escaped)."""
+    view, about = _escaped(view), _escaped(about)
     console.print(_header(view, about))
     tree = Tree(Text("Invocations (sub-agents under the tool call that spawned them)", style="bold"))
     for node in view["tree"]:
