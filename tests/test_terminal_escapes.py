@@ -77,3 +77,47 @@ def test_the_export_summary_lines_escape_rollout_ids(tmp_path):
         _clean(result.stdout)
         _clean(result.stderr)
         assert f"r{SHOWN}" in result.stderr, result.stderr
+
+
+def test_summary_lines_escape_the_paths_they_name(tmp_path):
+    source = FIXTURES / "build" / "retained_run" / "input"
+    built = tmp_path / ("b" + EVIL.replace("\n", "") + ".jsonl")  # a file name may hold ESC, not "/"
+    result = run_cli("build", source, "-o", built)
+    _clean(result.stderr)
+    assert "b\\x1b[31m" in result.stderr
+    converted = run_cli("convert", built, "-o", tmp_path / "out.parquet")
+    _clean(converted.stderr)
+    report = run_cli("report", built, "-o", tmp_path / ("r" + EVIL.replace("\n", "") + ".html"))
+    _clean(report.stderr)
+    assert "r\\x1b[31m" in report.stderr
+
+
+def test_matrix_group_names_from_rows_are_escaped(tmp_path):
+    rows = [
+        json.loads(line) for line in (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_text().splitlines()
+    ]
+    path = tmp_path / "rows.jsonl"
+    path.write_text(
+        "".join(json.dumps({"agent_ref": {"name": "a" + EVIL + "|x"}, "ng_trajectory": row}) + "\n" for row in rows)
+    )
+    for args in ((), ("--format", "markdown")):
+        result = run_cli("matrix", path, "--by", "agent", *args)
+        assert result.exit_code in (0, 1), result.output
+        _clean(result.stdout)
+        assert "a\\x1b[31m\\nforged" in result.stdout
+    assert (
+        "a\\x1b[31m\\nforged [bold]line[/bold]\\|x"
+        in run_cli("matrix", path, "--by", "agent", "--format", "markdown").stdout
+    )
+
+
+def test_export_refuses_outputs_without_a_name_and_a_report_path_taken_by_a_folder(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    source = FIXTURES / "build" / "retained_run" / "expected.jsonl"
+    for output in (".", "..", "x/.."):
+        result = run_cli("export", source, "--format", "atif", "-o", output)
+        assert result.exit_code == 2 and "names no file or folder" in result.stderr, result.output
+    (tmp_path / "out.completeness.json").mkdir()
+    result = run_cli("export", source, "--format", "atif", "-o", tmp_path / "out")
+    assert result.exit_code == 2 and "is a directory: the completeness report" in result.stderr
+    assert not (tmp_path / "out").exists()

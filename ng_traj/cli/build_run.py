@@ -18,7 +18,7 @@ from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.assemble.run import run_slots
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name
 from ng_traj.cli.output import Reporter
-from ng_traj.diagnostics import RunError, plural, safe_text
+from ng_traj.diagnostics import RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
 from ng_traj.io.compression import logical_name
 from ng_traj.io.spans import text_copies
@@ -235,8 +235,8 @@ def _render(summary: BuildSummary, reporter: Reporter, output: str, code: int) -
     if not summary.tally.trajectories and output != STDOUT:
         problems.append((None, f"no trajectory was built; {output} was left as it was"))
 
-    def text(console) -> None:
-        console.print(_table(shown) if console.is_terminal else _one_line(shown), markup=False)
+    def text(console) -> None:  # paths as text: their control characters escaped
+        console.print(_table(shown) if console.is_terminal else printable(_one_line(shown)), markup=False)
 
     reporter.summary(data, code, _one_line(shown), text, problems)
 
@@ -261,7 +261,7 @@ def _roles(roles: dict) -> str:
 
 
 def _table(data: dict) -> Table:
-    table = Table(title=Text(f"ng-traj build -> {data['output']}"), show_header=False, box=None)
+    table = Table(title=Text(printable(f"ng-traj build -> {data['output']}")), show_header=False, box=None)
     table.add_column(style="bold")
     table.add_column()
     rows = [

@@ -26,7 +26,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import DiagnosticSink, RunError, plural, safe_text
+from ng_traj.diagnostics import DiagnosticSink, RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
@@ -121,7 +121,7 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
         "written": counts.written,
         "skipped": counts.skipped,
     }
-    reporter.summary(data, code, line, lambda console: console.print(line, markup=False))
+    reporter.summary(data, code, line, lambda console: console.print(printable(line), markup=False))
     return code
 
 

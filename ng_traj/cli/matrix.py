@@ -18,7 +18,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import RunError, plural
+from ng_traj.diagnostics import RunError, plural, printable
 from ng_traj.io.atomic import write_all
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
@@ -137,7 +137,7 @@ def run(
         f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}; {revision}"
     )
     summary = {"records": data["records"], "groups": len(data["groups"]), "revision": revision}
-    reporter.summary(summary, code, line, lambda console: console.print(line, markup=False))
+    reporter.summary(summary, code, line, lambda console: console.print(printable(line), markup=False))
     return code
 
 

@@ -11,7 +11,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from ng_traj.diagnostics import plural
+from ng_traj.diagnostics import plural, printable
 from ng_traj.views.meanings import CRITERIA_MEANINGS, VALUE_MEANINGS, legend_lines
 
 STYLES = {"V": "green", "O": "yellow", "X": "red", "NA": "dim"}
@@ -80,8 +80,20 @@ def _documented_label(group: dict[str, Any]) -> str:
     return f"  documented: {group['reference_row'] or 'no row'}"
 
 
+def _shown_groups(data: dict[str, Any], markdown: bool = False) -> dict[str, Any]:
+    """``data`` with its group names as text to show: control characters escaped (a name comes from
+    the records: an agent or producer name), and for Markdown a ``|`` too, so a name cannot forge
+    lines or cells."""
+    groups = []
+    for group in data["groups"]:
+        name = printable(group["group"])
+        groups.append({**group, "group": name.replace("|", "\\|") if markdown else name})
+    return {**data, "groups": groups}
+
+
 def table(data: dict[str, Any], console: Console) -> None:
     """A rich table (colours on a terminal), then the reasons."""
+    data = _shown_groups(data)
     grid = Table(title=_title(data), title_justify="left")
     for header in (data["by"], "records", *data["criteria"]):
         grid.add_column(header, justify="right" if header == "records" else "left", no_wrap=True)
@@ -107,6 +119,7 @@ def table(data: dict[str, Any], console: Console) -> None:
 
 def markdown(data: dict[str, Any]) -> str:
     """A Markdown table, then the reasons as a list."""
+    data = _shown_groups(data, markdown=True)
     header = [data["by"], "records", *data["criteria"]]
     out = [f"**{_title(data)}**", "", "| " + " | ".join(header) + " |", "|---|---:|" + "---|" * len(data["criteria"])]
     for group in data["groups"]:

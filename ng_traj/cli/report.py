@@ -28,7 +28,7 @@ from ng_traj.cli.output import (
     verbosity,
 )
 from ng_traj.cli.show import INPUT_HELP, ROLE_HELP
-from ng_traj.diagnostics import RunError, plural
+from ng_traj.diagnostics import RunError, plural, printable
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 
@@ -140,5 +140,5 @@ def run(
         line += f"; compared with {plural(len(other.entries), 'rollout')}"
     line += f"; {plural(reporter.sink.errors, 'error')}, {plural(reporter.sink.warnings, 'warning')}"
     data = {"rollouts": len(side.entries), "compared": len(other.entries), "output": str(output)}
-    reporter.summary(data, code, line, lambda console: console.print(line, markup=False))
+    reporter.summary(data, code, line, lambda console: console.print(printable(line), markup=False))
     return code
