@@ -39,6 +39,7 @@ from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
 from ng_traj.input_kind import holds_trajectories, not_trajectories
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.sources.detect import walk
+from ng_traj.sources.sniff import json_named
 from ng_traj.writers.dataset_paths import is_dataset, refuse_parquet_file, table_folder_of
 from ng_traj.writers.jsonl import record_json
 
@@ -255,8 +256,6 @@ def read_inputs(
     Raises:
         RunError: A named path does not exist.
     """
-    from ng_traj.sources.sniff import json_named
-
     paths = [Path(path) for path in paths]
     named = set(paths)
     files = []

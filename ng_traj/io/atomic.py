@@ -60,11 +60,11 @@ def _refuse_inside_dataset(target: Path, parent: Path) -> None:
     Raises:
         RunError: Naming the output and the dataset folder.
     """
-    from ng_traj.writers.dataset_paths import MANIFEST
+    from ng_traj.writers.dataset_paths import is_dataset
 
     folder = Path(os.path.realpath(parent))
     for candidate in (folder, *folder.parents):
-        if (candidate / MANIFEST).is_file():
+        if is_dataset(candidate):
             raise RunError(
                 f"output {target} is inside the Parquet dataset {candidate}: a dataset folder holds only its "
                 "own tables; name an output outside it"
