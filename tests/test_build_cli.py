@@ -737,3 +737,42 @@ def test_an_output_link_to_an_input_is_refused_and_the_input_left_alone(tmp_path
     assert result.exit_code == 2
     assert "is one of the inputs (a rollouts file under" in result.stderr
     assert (source / "rollouts.jsonl").read_bytes() == before and link.is_symlink()
+
+
+def test_an_earlier_output_left_in_the_input_folder_is_skipped_not_built_twice(tmp_path):
+    copy = tmp_path / "input"
+    shutil.copytree(RETAINED, copy)
+    once = tmp_path / "once.jsonl"
+    assert run_cli("build", copy, "-o", once, "-q").exit_code == 0
+    attached, plain = copy / "attached.jsonl", copy / "out.jsonl"
+    assert run_cli("build", copy, "-o", attached, "--attach", "-q").exit_code == 0
+    assert run_cli("build", copy, "-o", plain, "-q").exit_code == 0
+    again = tmp_path / "again.jsonl"
+    result = run_cli("build", copy, "-o", again)
+    assert result.exit_code == 0, result.stderr
+    assert again.read_bytes() == once.read_bytes()
+    assert (
+        f"{attached}: warning[input_unsupported]: recognised as rollout rows an earlier build --attach wrote "
+        f"from {copy / 'rollouts.jsonl'} (already built; use validate or matrix); skipped, so its rollouts are "
+        "not built twice"
+    ) in result.stderr
+    assert result.stderr.count(str(attached)) == 1
+    verbose = run_cli("build", copy, "-o", again, "--verbose").stderr
+    assert f"{plain}: info[input_unsupported]: recognised as ng_trajectory records (already built" in verbose
+
+
+def test_rollout_rows_carrying_a_trajectory_in_every_file_are_all_built(tmp_path):
+    """Rows a collector wrote with observability on carry ng_trajectory in the main file and its
+    failures file alike: neither is taken for an earlier --attach output."""
+    copy = tmp_path / "input"
+    shutil.copytree(RETAINED, copy)
+    attached = tmp_path / "attached.jsonl"
+    assert run_cli("build", copy / "rollouts.jsonl", "-o", attached, "--attach", "-q").exit_code == 0
+    other = tmp_path / "run2"
+    other.mkdir()
+    shutil.copy(attached, other / "a.jsonl")
+    shutil.copy(attached, other / "b.jsonl")
+    result = run_cli("build", other, "-o", tmp_path / "out.jsonl", "--verbose")
+    assert result.exit_code == 0, result.stderr
+    assert "input_unsupported" not in result.stderr
+    assert len(_records(tmp_path / "out.jsonl")) == 2 * len(_records(attached))

@@ -23,6 +23,7 @@ from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, captu
 from ng_traj.sources.detect import KINDS, claims, walk
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
+from ng_traj.sources.rollouts.attached import ATTACH_OUTPUT, earlier_attach_outputs
 from ng_traj.sources.rollouts.rows import run_name
 from ng_traj.sources.sniff import Claim, first_record, json_named
 from ng_traj.writers.dataset_paths import DATASET_KIND, is_dataset
@@ -190,7 +191,24 @@ def discover(
             mode = link.st_mode if link is not None and not stat.S_ISLNK(link.st_mode) else None
             _classify(inputs, file, named_text, file == named, force_kind, entry, sink, mode, capture_folders)
     inputs.rollout_files.sort(key=lambda f: str(f.path))
+    if len(inputs.rollout_files) > 1:
+        _skip_attach_outputs(inputs, sink)
     return inputs
+
+
+def _skip_attach_outputs(inputs: Inputs, sink: DiagnosticSink) -> None:
+    """Skip each rollouts file that is an earlier ``build --attach`` output of another one
+    (``sources/rollouts/attached.py``): built again, its rollouts would be counted twice."""
+    earlier = earlier_attach_outputs(rollouts.path for rollouts in inputs.rollout_files)
+    if not earlier:
+        return
+    inputs.rollout_files = [rollouts for rollouts in inputs.rollout_files if rollouts.path not in earlier]
+    for path, source in earlier.items():
+        inputs.by_kind["rollouts"] -= 1
+        inputs.by_kind["unsupported"] += 1
+        inputs.unsupported.append((str(path), ATTACH_OUTPUT.format(source=source)))
+        message = f"recognised as {ATTACH_OUTPUT.format(source=source)}; skipped, so its rollouts are not built twice"
+        sink.add(Diagnostic("warning", "input_unsupported", message, path=str(path)))
 
 
 def _refuse_output(file: Path, named: Path, output: Path) -> None:
