@@ -14,9 +14,12 @@ any other; dictionaries keep their key order, so the output stays byte-identical
 
 from __future__ import annotations
 
+import enum
+import functools
 import re
+import typing
 from collections.abc import Iterable
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel
 
@@ -129,6 +132,47 @@ group only, if any); it is tried only on text whose lower-case form holds one of
 text without secrets costs a few substring searches, not a regular-expression scan per shape."""
 
 
+@functools.cache
+def constrained_values() -> dict[str, frozenset[str]]:
+    """The text values the trajectory contract allows a key, for each key whose values it constrains
+    to a fixed set (a ``Literal`` or an enumeration: type tags such as ``output_text``, roles,
+    statuses, ``schema_version``), gathered from every model and typed dictionary a record can hold.
+
+    Built once, on first use, by walking the annotations from ``TrajectoryRecord`` down.
+    """
+    from ng_traj.contract.trajectory import TrajectoryRecord
+
+    found: dict[str, set[str]] = {}
+    seen: set[int] = set()
+    pending: list[tuple[str | None, Any]] = [(None, TrajectoryRecord)]
+    while pending:
+        key, annotation = pending.pop()
+        origin = typing.get_origin(annotation)
+        if origin is Literal:
+            if key is not None:
+                found.setdefault(key, set()).update(v for v in typing.get_args(annotation) if isinstance(v, str))
+            continue
+        if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+            if key is not None:
+                found.setdefault(key, set()).update(m.value for m in annotation if isinstance(m.value, str))
+            continue
+        if origin is not None:  # a union, list, dict, Annotated, Required...: what it is made of
+            pending.extend((key, arg) for arg in typing.get_args(annotation))
+            continue
+        if not isinstance(annotation, type) or id(annotation) in seen:
+            continue
+        seen.add(id(annotation))
+        if issubclass(annotation, BaseModel):
+            pending.extend((name, field.annotation) for name, field in annotation.model_fields.items())
+        elif typing.is_typeddict(annotation):
+            try:
+                hints = typing.get_type_hints(annotation, include_extras=True)
+            except (NameError, TypeError):  # a forward reference the SDK leaves unresolved
+                continue
+            pending.extend(hints.items())
+    return {key: frozenset(values) for key, values in found.items()}
+
+
 def _normalise(key: str) -> str:
     return key.lower().replace("-", "_")
 
@@ -179,6 +223,7 @@ class Redactor:
     def __init__(self, extra_keys: Iterable[str] = (), extra_patterns: Iterable[re.Pattern[str]] = ()) -> None:
         self.keys = SECRET_KEYS | {_normalise(key) for key in extra_keys}
         self.patterns = tuple(extra_patterns)
+        self.constrained = constrained_values()
 
     def text(self, value: str) -> str:
         """``value`` with every credential pattern replaced by the mask."""
@@ -192,6 +237,11 @@ class Redactor:
 
     def value(self, value: Any) -> Any:
         """A redacted copy of a JSON value, key order kept.
+
+        Text a pattern matches is masked except where it is a value the contract allows a key from a
+        fixed set (:func:`constrained_values`: ``"type": "output_text"``, ``"role": "user"``): such a
+        value is no secret, and masking it would make the record no longer one. A key named by
+        ``--redact-key`` is masked whatever its value.
 
         The walk keeps its own stack instead of recursing, so a value nested as deep as the line reader
         accepts (1,024 levels) is redacted like any other. Contract models in it (a whole trajectory
@@ -209,7 +259,7 @@ class Redactor:
                 if isinstance(source, dict) and self._secret(key, item):
                     copy: Any = MASK
                 elif isinstance(item, str):
-                    copy = self.text(item)
+                    copy = item if item in self.constrained.get(key, ()) else self.text(item)
                 elif isinstance(item, list | dict):
                     copy = type(item)()
                     pending.append((item, copy))

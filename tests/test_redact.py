@@ -226,3 +226,52 @@ def test_build_attach_redacts_a_row_nested_six_hundred_deep(tmp_path):
     assert result.exit_code == 0, result.stderr
     text = out.read_text()
     assert text.count(MASK) == 1 and "sk-" + FAKE not in text and text.count('{"n":') == 600
+
+
+@pytest.mark.parametrize("pattern", ["output_text", "message", "user", "assistant", r"out\w+", "completed"])
+def test_a_pattern_that_hits_a_type_tag_or_a_role_masks_the_text_and_keeps_the_tag(tmp_path, pattern):
+    row = {
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "responses_create_params": {
+            "input": [{"role": "user", "content": "user message, assistant completed output_text"}]
+        },
+        "response": {
+            "output": [
+                {
+                    "type": "message",
+                    "id": "msg_1",
+                    "role": "assistant",
+                    "status": "completed",
+                    "content": [
+                        {
+                            "type": "output_text",
+                            "text": "user message, assistant completed output_text",
+                            "annotations": [],
+                        }
+                    ],
+                }
+            ]
+        },
+    }
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text(json.dumps(row) + "\n")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", rollouts, "-o", out, "--attach", "--redact-pattern", pattern)
+    assert result.exit_code == 0, result.stderr
+    written = json.loads(out.read_text())
+    items = written["ng_trajectory"]["invocations"][0]["conversation"]
+    assert [(item["type"], item["role"]) for item in items] == [("message", "user"), ("message", "assistant")]
+    assert items[1]["status"] == "completed" and items[1]["content"][0]["type"] == "output_text"
+    assert MASK in items[1]["content"][0]["text"] and MASK in items[0]["content"]
+    assert written["response"]["output"][0]["content"][0]["type"] == "output_text"
+    assert run_cli("validate", out).exit_code == 0
+
+
+def test_a_type_tag_is_masked_where_it_is_no_value_the_contract_allows_there():
+    redactor = Redactor(extra_patterns=compile_patterns(["output_text", "secretword"]))
+    assert redactor.value({"type": "output_text", "role": "secretword", "text": "output_text"}) == {
+        "type": "output_text",
+        "role": MASK,
+        "text": MASK,
+    }
