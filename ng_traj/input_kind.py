@@ -4,9 +4,11 @@
 records or rollout rows carrying one). A file of another kind named to them (a session transcript, a
 capture store, any other JSON Lines) would otherwise be one contract error per line; instead it is
 said once what the file looks like and what to run. The first :data:`LOOK_LINES` non-blank lines
-decide, as ``build``'s sniffers do (``sources/detect.py``): a file one of whose first records has a
-trajectory's field or carries ``ng_trajectory`` is a trajectory file, whatever its other lines hold,
-and its bad lines are reported one by one as before.
+decide, as ``build``'s sniffers do (``sources/detect.py``): a file one of whose first records has two
+of a trajectory's fields or carries ``ng_trajectory`` is a trajectory file, whatever its other lines
+hold, and its bad lines are reported one by one as before; so is one whose first records have one
+such field, unless a reader of another kind claims the file (a Hermes gateway transcript's assistant
+lines have ``tool_calls``).
 """
 
 from __future__ import annotations
@@ -44,12 +46,14 @@ def not_trajectories(path: Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
         reported one by one), and a file that cannot be read.
     """
     objects = [value for value in _first_values(path, max_line_bytes) if isinstance(value, dict)]
-    if any(_trajectory_like(value) for value in objects):
+    if any(_trajectory_shaped(value) for value in objects):
         return None
     from ng_traj.sources.detect import TRAJECTORIES, claims
 
     found = claims(path)
     if any(claim.kind == "rollouts" or claim == TRAJECTORIES for claim in found):
+        return None
+    if not found and any(_trajectory_like(value) for value in objects):
         return None
     if found:
         looks = " or ".join(_with_article(claim.description) for claim in found)
@@ -92,6 +96,13 @@ def _first_values(path: Path, max_line_bytes: int) -> list[Any]:
 
 def _trajectory_like(value: dict[str, Any]) -> bool:
     return "ng_trajectory" in value or not TRAJECTORY_FIELDS.isdisjoint(value)
+
+
+def _trajectory_shaped(value: dict[str, Any]) -> bool:
+    """A trajectory (two of its fields at least) or a row carrying one. One field alone is not
+    enough where a reader claims the file: a chat message's ``tool_calls`` (a Hermes gateway
+    transcript's assistant lines) is one of a trajectory's field names too."""
+    return "ng_trajectory" in value or len(TRAJECTORY_FIELDS.intersection(value)) >= 2
 
 
 def _with_article(description: str) -> str:

@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from conftest import FIXTURES, run_cli
+from conftest import FIXTURES, run_cli, shared_dir
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.validate import validate_file
 
@@ -168,6 +168,39 @@ def test_a_session_transcript_is_named_once_by_every_command_that_reads_trajecto
     assert converted.exit_code == 1
     assert [line for line in converted.stderr.splitlines() if "error[" in line] == lines
     assert not (tmp_path / "out.parquet").exists()
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "hermes_gateway-transcript_20260525_075546_d4b801c7.jsonl",
+        "hermes_gateway-transcript_context-compaction-injected.jsonl",
+    ],
+)
+def test_a_hermes_gateway_transcript_is_named_once_though_its_messages_have_tool_calls(tmp_path, name):
+    transcript = shared_dir("producer-samples") / "hermes" / name
+    for args in (
+        ["validate", transcript],
+        ["report", transcript, "-o", tmp_path / "report.html"],
+        ["show", transcript],
+        ["export", transcript, "--format", "otlp", "-o", tmp_path / "traces.jsonl"],
+        ["convert", transcript, "-o", tmp_path / "out.parquet"],
+    ):
+        result = run_cli(*args)
+        assert result.exit_code == 1, args
+        lines = [line for line in result.stderr.splitlines() if "error[" in line]
+        assert lines == [
+            f"{transcript}: error[input_not_trajectories]: looks like a Hermes gateway transcript, not trajectory "
+            f"records; build it first: ng-traj build {transcript} -o trajectories.jsonl"
+        ], args
+
+
+def test_a_file_no_reader_claims_with_one_trajectory_field_is_still_checked_line_by_line(tmp_path):
+    path = tmp_path / "odd.jsonl"
+    path.write_text('{"tool_calls": []}\n{"tool_calls": [], "x": 1}\n')
+    found = _diagnostics(path)
+    assert "input_not_trajectories" not in [code for _, code, _ in found]
+    assert [line for line, code, pointer in found if (code, pointer) == ("missing_field", "task_id")] == [1, 2]
 
 
 def test_a_trajectory_file_with_bad_lines_keeps_one_error_per_line(tmp_path):
