@@ -255,3 +255,30 @@ def test_show_reads_a_dataset_with_its_run_and_agent_columns(tmp_path):
     assert "3 tool calls" in one.stdout
     tools = [line for line in one.stdout.splitlines() if "tool call" in line and "no tool record" in line]
     assert len(tools) == 3  # function calls of the rebuilt conversation, which has no tool records
+
+
+def test_show_says_the_latency_is_unknown_when_no_call_states_one(tmp_path):
+    value = _value()
+    for call in value["model_calls"]:
+        call["duration_ms"] = None
+    untimed = tmp_path / "untimed.jsonl"
+    untimed.write_bytes(orjson.dumps(value) + b"\n")
+    view = rollout_view(value)
+    assert view["totals"]["latency_ms"] is None and {row["latency_ms"] for row in view["roles"]} == {None}
+    out = run_cli("show", untimed, value["rollout_id"]).stdout
+    assert f"{len(value['model_calls'])} model calls, 4 tool calls, 420 tokens, unknown model latency" in out
+    assert "0 ms model latency" not in out
+    value["model_calls"] = []
+    assert rollout_view(value)["totals"]["latency_ms"] == 0
+
+
+def test_show_names_the_first_file_of_an_info_code_it_summarises_not_an_option_it_lacks(tmp_path):
+    (tmp_path / "a.jsonl").write_bytes(PARALLEL.read_bytes())
+    (tmp_path / "README").write_text("notes\n")
+    (tmp_path / "notes.txt").write_text("notes\n")
+    result = run_cli("show", tmp_path)
+    assert result.exit_code == 0, result.stderr
+    assert "--verbose" not in result.stderr
+    assert (
+        f"info[input_unclaimed]: 2 times: no reader recognises the input; skipped (the first: {tmp_path / 'README'})"
+    ) in result.stderr

@@ -185,12 +185,15 @@ class Reporter:
         output_format: One of :data:`OUTPUT_FORMATS`.
         level: -1 ``--quiet``, 0 default, 1 ``--verbose`` (text and github only).
         results_on_stdout: Standard output carries the command's results; everything goes to stderr.
+        verbose_option: The command has ``--verbose``: a summarised info code's line says it lists
+            each; without it (``show``), the line names the first file the code was reported for.
     """
 
     command: str
     output_format: str = "text"
     level: int = 0
     results_on_stdout: bool = False
+    verbose_option: bool = True
     console: Console = field(default_factory=stderr_console)
     sink: DiagnosticSink = field(init=False)
     _infos: dict[str, Diagnostic] = field(default_factory=dict, init=False)
@@ -245,12 +248,17 @@ class Reporter:
             if count == 1:
                 self._line(first.render() if self.output_format == "text" else github_annotation(first))
                 continue
-            about = f"{count} times: {CODES.get(code, first.message)} (--verbose lists each)"
+            about = f"{count} times: {CODES.get(code, first.message)}{self._lists_each(first)}"
             text = f"info[{code}]: {about}"
             self._line(
                 printable(text) if self.output_format == "text" else workflow_command("notice", f"[{code}] {about}")
             )
         self._infos.clear()
+
+    def _lists_each(self, first: Diagnostic) -> str:
+        if self.verbose_option:
+            return " (--verbose lists each)"
+        return f" (the first: {safe_text(first.path)})" if first.path else ""
 
     def counts(self) -> dict[str, object]:
         """The summary's ``diagnostics`` object."""

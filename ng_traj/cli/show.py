@@ -103,7 +103,7 @@ def show(
         roles = parse_roles(role)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
-    reporter = Reporter("show")
+    reporter = Reporter("show", verbose_option=False)
     reads = read_inputs([source], reporter.sink, max_line_bytes=max_line_bytes)
     console = Console(highlight=False, emoji=False)
     if not console.is_terminal:  # rendered whole, then written (a closed pipe is then one quiet 141)

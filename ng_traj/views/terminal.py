@@ -184,7 +184,7 @@ def _header(view: Mapping[str, Any], about: Mapping[str, Any]) -> Text:
         f"\n{plural(totals['invocations'], 'invocation')}, {plural(totals['turns'], 'turn')}, "
         f"{plural(totals['model_calls'], 'model call')}, {plural(totals['tool_calls'], 'tool call')}, "
         f"{_count(totals['total_tokens'])} tokens, "
-        f"{_ms(totals['latency_ms'])} model latency"
+        f"{'unknown' if totals['latency_ms'] is None else _ms(totals['latency_ms'])} model latency"
     )
     return text
 

@@ -253,20 +253,22 @@ def _bar_status(kind: str, item: Mapping[str, Any]) -> str:
 
 
 def role_totals(value: Mapping[str, Any], roles: Mapping[str, str]) -> list[dict[str, Any]]:
-    """Per role (``--role`` name, else model server name): calls, token sums and latency sum (ms);
-    ``missing`` counts calls that report no total."""
+    """Per role (``--role`` name, else model server name): calls, token sums and latency sum (ms; of
+    the calls that state a ``duration_ms``, ``None`` when none does); ``missing`` counts calls that
+    report no total."""
     totals: dict[str, dict[str, Any]] = {}
     for call in value.get("model_calls", []):
         role = _role(call, roles)
         entry = totals.setdefault(
-            role, {"role": role, "calls": 0, **dict.fromkeys(TOKENS, 0), "latency_ms": 0.0, "missing": 0}
+            role, {"role": role, "calls": 0, **dict.fromkeys(TOKENS, 0), "latency_ms": None, "missing": 0}
         )
         stats = call.get("token_stats") or {}
         entry["calls"] += 1
         for name in TOKENS:
             entry[name] += stats.get(name) or 0
         entry["missing"] += stats.get("total_tokens") is None
-        entry["latency_ms"] += call.get("duration_ms") or 0
+        if (duration := call.get("duration_ms")) is not None:
+            entry["latency_ms"] = (entry["latency_ms"] or 0.0) + duration
     return [totals[role] for role in sorted(totals)]
 
 
@@ -284,6 +286,14 @@ def status(value: Mapping[str, Any]) -> str:
         if invocation.get("parent_invocation_id") is None:
             return invocation.get("status", "unknown")
     return "unknown"
+
+
+def _known_sum(values: Iterable[float | None]) -> float | None:
+    """The sum of the values that are known; ``None`` when there are values and none is known (no
+    call states its latency), 0 when there are none (no call)."""
+    values = list(values)
+    known = [value for value in values if value is not None]
+    return None if values and not known else sum(known)
 
 
 def rollout_view(value: Mapping[str, Any], roles: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -304,7 +314,7 @@ def rollout_view(value: Mapping[str, Any], roles: Mapping[str, str] | None = Non
             "model_calls": len(calls),
             "tool_calls": sum(len(node["tool_calls"]) for _, node in walk(roots)),
             **{name: sum(r[name] for r in by_role) for name in TOKENS},
-            "latency_ms": sum(r["latency_ms"] for r in by_role),
+            "latency_ms": _known_sum(r["latency_ms"] for r in by_role),
             "gaps": len(value.get("gaps", [])),
         },
         "roles": by_role,
