@@ -376,6 +376,26 @@ def test_only_an_earlier_export_or_an_empty_folder_is_replaced(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == first
 
 
+@pytest.mark.parametrize(("fmt", "name"), [("atif", "atif"), ("otlp", "traces.jsonl")])
+def test_a_file_of_the_users_own_at_the_report_path_is_refused_not_overwritten(tmp_path, fmt, name):
+    out = tmp_path / name
+    own = tmp_path / f"{name}.completeness.json"
+    own.write_text('{"mine": true}\n')
+    result = run_cli("export", RETAINED, "--format", fmt, "-o", out)
+    assert result.exit_code == 2, result.stderr
+    assert (
+        f"error: {own} exists and is not the completeness report of an earlier export; not replaced: move it, "
+        f"or name another output than {out} (its report is written beside it, as {own.name})"
+    ) in result.stderr
+    assert own.read_text() == '{"mine": true}\n' and not out.exists()
+    own.write_text("not JSON at all\n")
+    assert run_cli("export", RETAINED, "--format", fmt, "-o", out).exit_code == 2
+    own.unlink()
+    assert run_cli("export", RETAINED, "--format", fmt, "-o", out).exit_code != 2  # 1 for OTLP: untimed rollouts
+    assert "ng_traj_completeness" in orjson.loads(own.read_bytes())
+    assert run_cli("export", RETAINED, "--format", fmt, "-o", out).exit_code != 2  # its own report: replaced
+
+
 def test_usage_errors_exit_2(tmp_path):
     assert run_cli("export", RETAINED, "--format", "csv", "-o", tmp_path / "x").exit_code == 2
     assert run_cli("export", RETAINED, "--format", "atif", "--split", "-o", tmp_path / "x").exit_code == 2

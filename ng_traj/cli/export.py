@@ -132,10 +132,9 @@ def _run(
         raise RunError("name an output path with -o (the completeness report is written beside it)")
     if not output.name or output.name in (".", ".."):  # '', '.', 'x/..': no name to put the report beside
         raise RunError(f"-o {str(output)!r} names no file or folder: give one, such as -o atif/ or -o traces.jsonl")
-    from ng_traj.exports.run import report_path
+    from ng_traj.exports.run import check_report
 
-    if report_path(output).is_dir():
-        raise RunError(f"{report_path(output)} is a directory: the completeness report of {output} is written there")
+    check_report(output)
     if split and format_ != "otlp":
         raise RunError("--split is for --format otlp (ATIF is one file per rollout already)")
     if format_ == "otlp" and not split and output.is_dir():

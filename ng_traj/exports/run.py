@@ -140,6 +140,31 @@ def check_folder(path: Path, suffix: str) -> None:
         )
 
 
+def check_report(output: Path) -> None:
+    """Refuse to replace a file at ``output``'s completeness report path (:func:`report_path`) that is
+    not an earlier export's completeness report (a JSON object with ``ng_traj_completeness``): a file
+    of the user's own that happens to have the name is left alone.
+
+    Raises:
+        RunError: The report path is a folder, or a file that is no completeness report.
+    """
+    report = report_path(output)
+    if report.is_dir():
+        raise RunError(f"{report} is a directory: the completeness report of {output} is written there")
+    if not report.exists():
+        return
+    try:
+        value = orjson.loads(report.read_bytes())
+    except (OSError, orjson.JSONDecodeError):
+        value = None
+    if not (isinstance(value, dict) and "ng_traj_completeness" in value):
+        raise RunError(
+            f"{report} exists and is not the completeness report of an earlier export; not replaced: "
+            f"move it, or name another output than {output} (its report is written beside it, as "
+            f"{report.name})"
+        )
+
+
 def _reported_outputs(report: Path) -> frozenset[str]:
     """The names of the files a completeness report lists as written (``rollouts[].output``, paths in
     the folder); empty when the report is missing, unreadable or not one."""
