@@ -776,3 +776,42 @@ def test_rollout_rows_carrying_a_trajectory_in_every_file_are_all_built(tmp_path
     assert result.exit_code == 0, result.stderr
     assert "input_unsupported" not in result.stderr
     assert len(_records(tmp_path / "out.jsonl")) == 2 * len(_records(attached))
+
+
+def test_manifest_repeats_unknown_columns_and_conflicts_are_each_reported(tmp_path):
+    run_a, _, store = _two_runs(tmp_path)
+    (store / "0-0.capture.jsonl").unlink()
+    row = {"rollout_id": "0-0", "path": "store/odd-name.jsonl", "kind": "capture"}
+    manifest = _write_jsonl(tmp_path / "manifest.jsonl", [row, {**row, "sesion_id": "x"}, row, {**row, "note": 1}])
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", run_a, "-o", out, "--manifest", manifest)
+    assert result.exit_code == 0, result.stderr
+    assert [line for line in result.stderr.splitlines() if "[manifest_" in line] == [
+        f"{manifest}:2: warning[manifest_column_unknown]: unknown column 'sesion_id' (a manifest has rollout_id, "
+        "path, kind, run, session_id); ignored",
+        f"{manifest}:4: warning[manifest_column_unknown]: unknown column 'note' (a manifest has rollout_id, path, "
+        "kind, run, session_id); ignored",
+        f"{manifest}:2: warning[manifest_row_repeated]: the same row as line 1; used once",
+        f"{manifest}:3: warning[manifest_row_repeated]: the same row as line 1; used once",
+        f"{manifest}:4: warning[manifest_row_repeated]: the same row as line 1; used once",
+    ]
+    (record,) = _records(out)
+    assert [call["model_call_id"] for call in record["model_calls"]] == ["2" * 32]
+    conflict = _write_jsonl(tmp_path / "conflict.jsonl", [row, {**row, "rollout_id": "0-1"}])
+    result = run_cli("build", run_a, "-o", out, "--manifest", conflict)
+    assert (
+        f"{conflict}:2: error[manifest_row_conflict]: path {tmp_path / 'store' / 'odd-name.jsonl'} is given to rollout "
+        "'0-1', kind 'capture' here and to rollout '0-0', kind 'capture' at line 1; neither row is used"
+    ) in result.stderr
+    (record,) = [r for r in _records(out) if r["rollout_id"] == "0-0"]
+    assert record["model_calls"] == []  # neither row used: the file is no capture file of 0-0
+
+
+@pytest.mark.parametrize("text", ["", "rollout_id,path\n"], ids=["empty", "header"])
+def test_an_empty_manifest_is_a_warning(tmp_path, text):
+    run_a, _, _ = _two_runs(tmp_path)
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(text)
+    result = run_cli("build", run_a, "-o", tmp_path / "out.jsonl", "--manifest", manifest)
+    assert result.exit_code == 0, result.stderr
+    assert f"{manifest}: warning[manifest_empty]: holds no rows; nothing is attributed by it" in result.stderr

@@ -13,11 +13,15 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, quoted
+from ng_traj.io.files import resolved
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 
 MANIFEST_KINDS = ("rollouts", "capture", "pi", "openclaw", "hermes")
 """Kinds a manifest row may force."""
+
+COLUMNS = ("rollout_id", "path", "kind", "run", "session_id")
+"""The columns a manifest row may have; others are reported once each and ignored."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +52,12 @@ def _entry(row: dict[str, object], base: Path) -> ManifestEntry | None:
 def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
     """Read a JSONL or CSV manifest; rows without ``rollout_id`` and ``path`` are reported and skipped.
 
+    Also reported: a manifest without rows (``manifest_empty``, a warning), each column other than
+    :data:`COLUMNS` once, at its first row (``manifest_column_unknown``, a warning; ignored), a row
+    identical to an earlier one (``manifest_row_repeated``, a warning; used once), and rows that give
+    one path (and session id) different rollouts, kinds or runs (``manifest_row_conflict``, an error
+    naming both lines; none of them is used, so the artifact is attributed as without a manifest).
+
     Raises:
         RunError: The manifest does not exist or cannot be read.
     """
@@ -64,14 +74,56 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
             raise RunError(f"manifest {path} cannot be read: {exc}") from exc
     else:
         rows = [(line.line, line.value) for line in read_json_objects(path, sink)]
+    if not rows:
+        message = "holds no rows; nothing is attributed by it"
+        sink.add(Diagnostic("warning", "manifest_empty", message, path=str(path)))
+    unknown: set[str] = set()
     for number, row in rows:
+        for column in row:
+            if column not in COLUMNS and column not in unknown and isinstance(column, str):
+                unknown.add(column)
+                message = f"unknown column {quoted(column)} (a manifest has {', '.join(COLUMNS)}); ignored"
+                sink.add(Diagnostic("warning", "manifest_column_unknown", message, path=str(path), line=number))
         entry = _entry(row, base)
         problem = _problem(entry)
         if problem is not None:
             sink.add(Diagnostic("error", "manifest_row_invalid", problem, path=str(path), line=number))
             continue
         entries.append(replace(entry, where=(str(path), number)))  # type: ignore[arg-type]
-    return entries
+    return _distinct(entries, path, sink)
+
+
+def _distinct(entries: list[ManifestEntry], path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
+    """``entries`` with repeats of an earlier row left out and rows that conflict over one
+    ``(path, session_id)`` dropped, each reported (see :func:`read_manifest`)."""
+    first: dict[tuple[Path, str | None], ManifestEntry] = {}
+    conflicted: set[tuple[Path, str | None]] = set()
+    kept: list[ManifestEntry] = []
+    for entry in entries:
+        key = (resolved(entry.path), entry.session_id)
+        earlier = first.get(key)
+        line = entry.where[1] if entry.where else None
+        at = earlier.where[1] if earlier is not None and earlier.where else None
+        if earlier is None:
+            first[key] = entry
+            kept.append(entry)
+        elif earlier == entry:
+            message = f"the same row as line {at}; used once"
+            sink.add(Diagnostic("warning", "manifest_row_repeated", message, path=str(path), line=line))
+        else:
+            what = f"path {entry.path}" + (f" (session {quoted(entry.session_id)})" if entry.session_id else "")
+            message = (
+                f"{what} is given {_described(entry)} here and {_described(earlier)} at line {at}; neither row is used"
+            )
+            sink.add(Diagnostic("error", "manifest_row_conflict", message, path=str(path), line=line))
+            conflicted.add(key)
+    return [entry for entry in kept if (resolved(entry.path), entry.session_id) not in conflicted]
+
+
+def _described(entry: ManifestEntry) -> str:
+    parts = [f"to rollout {quoted(entry.rollout_id)}"]
+    parts += [f"{name} {quoted(value)}" for name, value in (("kind", entry.kind), ("run", entry.run)) if value]
+    return ", ".join(parts)
 
 
 def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
