@@ -111,3 +111,30 @@ def test_both_revisions_have_a_schema_that_accepts_its_own_output(tmp_path):
             else:
                 with pytest.raises(jsonschema.ValidationError, match="Additional properties"):
                     jsonschema.validate(record, earlier)
+
+
+def test_schema_write_makes_a_missing_folder_and_check_does_not(tmp_path):
+    folder = tmp_path / "new" / "schemas"
+    assert run_cli("schema", "--check", "--dir", folder).exit_code == 2 and not folder.exists()
+    result = run_cli("schema", "--write", "--dir", folder)
+    assert result.exit_code == 0, result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == sorted(file_name(name) for name in SCHEMA_NAMES)
+    assert run_cli("schema", "--check", "--dir", folder).exit_code == 0
+    taken = tmp_path / "file"
+    taken.write_text("mine")
+    result = run_cli("schema", "--write", "--dir", taken)
+    assert result.exit_code == 2 and f"schema folder {taken} is not a folder" in result.stderr
+    assert taken.read_text() == "mine"
+
+
+def test_schema_without_a_name_prints_each_document_and_names_it_on_standard_error():
+    result = run_cli("schema")
+    assert result.exit_code == 0, result.stderr
+    documents = [json.loads(text) for text in result.stdout.replace("}\n{", "}\n\0{").split("\0")]
+    assert [document["title"] for document in documents] == [json.loads(render(name))["title"] for name in SCHEMA_NAMES]
+    assert result.stderr.splitlines() == [
+        f"schema {name} ({number} of {len(SCHEMA_NAMES)}; name one to print it alone):"
+        for number, name in enumerate(SCHEMA_NAMES, start=1)
+    ]
+    one = run_cli("schema", "ng_trajectory")
+    assert one.stdout == render("ng_trajectory") and one.stderr == ""

@@ -18,10 +18,12 @@ def command(
         typer.Argument(
             metavar="NAME",
             help="ng_trajectory, ng_agent_observations or ng_traj_output (a line of --output-format json); "
-            "all when omitted.",
+            "all when omitted, one JSON document after another, each named on standard error.",
         ),
     ] = None,
-    write: Annotated[bool, typer.Option("--write", help="Write the files into --dir instead of printing.")] = False,
+    write: Annotated[
+        bool, typer.Option("--write", help="Write the files into --dir (made if missing) instead of printing.")
+    ] = False,
     check: Annotated[bool, typer.Option("--check", help="Exit 1 when a file in --dir differs.")] = False,
     directory: Annotated[Path, typer.Option("--dir", metavar="DIR", help="Folder of the schema files.")] = Path(
         "schemas"
@@ -42,13 +44,18 @@ def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
         raise RunError("--write and --check: give one (--check compares without writing)")
     names = [name] if name else list(SCHEMA_NAMES)
     if not (write or check):
-        with stdout_errors():
-            for each in names:
-                typer.echo(render(each), nl=False)
+        _print(names, render)
         return EXIT_OK
-    if not directory.is_dir():
-        raise RunError(f"schema folder {directory} does not exist")
     console = stderr_console()
+    if write and not directory.exists():
+        try:
+            directory.mkdir(parents=True)
+        except OSError as exc:
+            raise RunError(f"schema folder {directory} cannot be made: {exc.strerror or exc}") from None
+        console.print(f"made {escape(str(directory))}", markup=True, highlight=False)
+    if not directory.is_dir():
+        what = "is not a folder" if directory.exists() else "does not exist"
+        raise RunError(f"schema folder {directory} {what}")
     stale = []
     for each in names:
         target = directory / file_name(each)
@@ -67,3 +74,18 @@ def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
         console.print(f"[red]out of date:[/] {escape(', '.join(stale))} (run `{escape(again)}`)")
         return EXIT_DATA
     return EXIT_OK
+
+
+def _print(names: list[str], render) -> None:  # type: ignore[no-untyped-def]
+    """Each schema as one JSON document on standard output, one after another (``jq`` reads the
+    stream); with several, standard error names each just before it is printed, so that on a
+    terminal every document is headed by its name and a pipe's reader still gets JSON alone."""
+    import sys
+
+    with stdout_errors():
+        for number, each in enumerate(names, start=1):
+            if len(names) > 1:
+                sys.stdout.flush()
+                sys.stderr.write(f"schema {each} ({number} of {len(names)}; name one to print it alone):\n")
+                sys.stderr.flush()
+            typer.echo(render(each), nl=False)
