@@ -815,3 +815,24 @@ def test_an_empty_manifest_is_a_warning(tmp_path, text):
     result = run_cli("build", run_a, "-o", tmp_path / "out.jsonl", "--manifest", manifest)
     assert result.exit_code == 0, result.stderr
     assert f"{manifest}: warning[manifest_empty]: holds no rows; nothing is attributed by it" in result.stderr
+
+
+@pytest.mark.parametrize("suffix", ["x.jsonl", "x.parquet", "sub/x.jsonl"])
+def test_an_output_under_a_file_or_a_missing_folder_names_the_path_and_why(tmp_path, suffix):
+    afile = tmp_path / "notadir"
+    afile.write_text("mine")
+    result = run_cli("build", RETAINED, "-o", afile / suffix)
+    assert result.exit_code == 2 and "invalid_json" not in result.stderr
+    assert f"error: cannot write output {afile / suffix}: {afile} is a file, not a folder" in result.stderr
+    assert afile.read_text() == "mine"
+    missing = tmp_path / "my missing"
+    result = run_cli("build", RETAINED, "-o", missing / suffix)
+    assert result.exit_code == 2
+    parent = (missing / suffix).parent
+    assert (
+        f"error: cannot write output {missing / suffix}: output folder {parent} does not exist (make it first: "
+        f"mkdir -p '{parent}')"
+    ) in result.stderr
+    (tmp_path / "link").symlink_to(tmp_path / "nowhere")
+    result = run_cli("build", RETAINED, "-o", tmp_path / "link" / suffix)
+    assert f"{tmp_path / 'link'} is a symbolic link to a path that does not exist" in result.stderr

@@ -14,6 +14,7 @@ import errno
 import fcntl
 import os
 import re
+import shlex
 import shutil
 import sys
 import tempfile
@@ -41,7 +42,7 @@ def output_folder(target: Path, *, probe: bool = True) -> Path:
     """
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
-        raise RunError(f"output folder {parent} does not exist")
+        raise RunError(f"cannot write output {target}: {_no_folder(parent)}")
     _refuse_inside_dataset(target, parent)
     if probe:
         with deferred_interrupts():  # a signal between making the probe and removing it is raised after
@@ -52,6 +53,19 @@ def output_folder(target: Path, *, probe: bool = True) -> Path:
             os.close(fd)
             os.unlink(name)
     return parent
+
+
+def _no_folder(parent: Path) -> str:
+    """Why ``parent`` (no folder) cannot hold an output: the nearest path above it (or it) that exists
+    is no folder (a file), or the folder is missing (with the command that makes it)."""
+    for above in (parent, *parent.parents):
+        if above.is_symlink() and not above.exists():
+            return f"{above} is a symbolic link to a path that does not exist"
+        if above.exists():
+            if not above.is_dir():
+                return f"{above} is a file, not a folder" if above.is_file() else f"{above} is not a folder"
+            break
+    return f"output folder {parent} does not exist (make it first: mkdir -p {shlex.quote(str(parent))})"
 
 
 def _refuse_inside_dataset(target: Path, parent: Path) -> None:
