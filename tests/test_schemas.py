@@ -127,14 +127,24 @@ def test_schema_write_makes_a_missing_folder_and_check_does_not(tmp_path):
     assert taken.read_text() == "mine"
 
 
-def test_schema_without_a_name_prints_each_document_and_names_it_on_standard_error():
-    result = run_cli("schema")
+def test_schema_without_a_name_prints_each_document_headed_by_its_name_on_a_terminal():
+    from test_show_terminal import _in_terminal
+
+    result = run_cli("schema")  # not a terminal: the JSON documents alone, one after another
     assert result.exit_code == 0, result.stderr
     documents = [json.loads(text) for text in result.stdout.replace("}\n{", "}\n\0{").split("\0")]
     assert [document["title"] for document in documents] == [json.loads(render(name))["title"] for name in SCHEMA_NAMES]
-    assert result.stderr.splitlines() == [
+    assert result.stderr == ""
+    code, screen = _in_terminal("schema")
+    assert code == 0
+    heads = [line for line in screen.splitlines() if line.startswith("schema ")]
+    assert heads == [
         f"schema {name} ({number} of {len(SCHEMA_NAMES)}; name one to print it alone):"
         for number, name in enumerate(SCHEMA_NAMES, start=1)
     ]
+    titles = [json.loads(render(name))["title"] for name in SCHEMA_NAMES]
+    places = [screen.index(head) for head in heads] + [len(screen)]
+    for title, start, end in zip(titles, places, places[1:], strict=False):
+        assert f'"title": "{title}"' in screen[start:end]
     one = run_cli("schema", "ng_trajectory")
     assert one.stdout == render("ng_trajectory") and one.stderr == ""

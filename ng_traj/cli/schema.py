@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -18,7 +19,7 @@ def command(
         typer.Argument(
             metavar="NAME",
             help="ng_trajectory, ng_agent_observations or ng_traj_output (a line of --output-format json); "
-            "all when omitted, one JSON document after another, each named on standard error.",
+            "all when omitted, one JSON document after another (on a terminal, each headed by its name).",
         ),
     ] = None,
     write: Annotated[
@@ -76,15 +77,17 @@ def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
     return EXIT_OK
 
 
-def _print(names: list[str], render) -> None:  # type: ignore[no-untyped-def]
+def _print(names: list[str], render: Callable[[str], str]) -> None:
     """Each schema as one JSON document on standard output, one after another (``jq`` reads the
-    stream); with several, standard error names each just before it is printed, so that on a
-    terminal every document is headed by its name and a pipe's reader still gets JSON alone."""
+    stream). With several and standard output a terminal, standard error names each just before it
+    is printed, so that every document on the screen is headed by its name; a file or a pipe gets
+    the JSON alone, and standard error stays quiet."""
     import sys
 
+    headed = len(names) > 1 and sys.stdout.isatty()
     with stdout_errors():
         for number, each in enumerate(names, start=1):
-            if len(names) > 1:
+            if headed:
                 sys.stdout.flush()
                 sys.stderr.write(f"schema {each} ({number} of {len(names)}; name one to print it alone):\n")
                 sys.stderr.flush()
