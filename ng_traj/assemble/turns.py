@@ -33,7 +33,6 @@ from pydantic import TypeAdapter
 
 from ng_traj.contract import AgentInvocation, ModelCallRef, ModelServerRef, TrajectoryModelCall, TrajectoryTurn
 from ng_traj.contract.base import built_model
-from ng_traj.contract.conversation import ConversationItem
 
 REASONING_KEYS = ("reasoning_content", "reasoning")
 """Chat message keys holding reasoning text (vLLM writes ``reasoning_content``, newer servers ``reasoning``)."""
@@ -188,7 +187,10 @@ class TranscriptCall:
 
 @cache
 def _items_adapter() -> TypeAdapter[list[Any]]:
-    """The conversation's item adapter, built on first use (building it costs about 0.1 s)."""
+    """The conversation's item adapter, built on first use (building it costs about 0.1 s; the
+    conversation models, and the ``openai`` SDK they are made of, are imported then)."""
+    from ng_traj.contract.conversation import ConversationItem
+
     return TypeAdapter(list[ConversationItem])
 
 
