@@ -59,7 +59,6 @@ from openai.types.responses.response_reasoning_item import Summary as ReasoningS
 from pydantic import (
     BaseModel,
     BeforeValidator,
-    ConfigDict,
     Discriminator,
     Field,
     Tag,
@@ -159,7 +158,7 @@ class Logprob(TypedDict, total=False):
 
 
 class _Item(BaseModel):
-    model_config = ConfigDict(use_attribute_docstrings=True)
+    """Base of the item models written here (their attribute docstrings reach the JSON Schemas)."""
 
 
 class EasyInputMessage(_Item):
