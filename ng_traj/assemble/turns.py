@@ -187,11 +187,11 @@ class TranscriptCall:
 
 @cache
 def _items_adapter() -> TypeAdapter[list[Any]]:
-    """The conversation's item adapter, built on first use (building it costs about 0.1 s; the
-    conversation models, and the ``openai`` SDK they are made of, are imported then)."""
-    from ng_traj.contract.conversation import ConversationItem
+    """The conversation's item adapter (``contract/conversation.items_adapter``); the conversation
+    models, and the ``openai`` SDK they are made of, are imported on first use."""
+    from ng_traj.contract.conversation import items_adapter
 
-    return TypeAdapter(list[ConversationItem])
+    return items_adapter()
 
 
 _REASONING, _MESSAGE, _CALL = 0, 1, 2
