@@ -115,7 +115,7 @@ print(json.dumps({"code": code, "loaded": loaded}))
 """
 
 
-def _build_in_child(tmp_path: Path, row: dict) -> tuple[dict, list[dict]]:
+def _build_in_child(tmp_path: Path, row: dict, *options: str) -> tuple[dict, list[dict]]:
     """Build one rollout row and its capture file in a fresh interpreter: its exit code, the heavy
     modules it imported, and the trajectories it wrote."""
     inputs = tmp_path / "in"
@@ -124,7 +124,7 @@ def _build_in_child(tmp_path: Path, row: dict) -> tuple[dict, list[dict]]:
     capture = FIXTURES / "build" / "retained_run" / "input" / "capture" / "2-1.capture.jsonl"
     shutil.copy(capture, inputs / "capture" / "0-0.capture.jsonl")
     out = tmp_path / "out.jsonl"
-    child = [sys.executable, "-c", _BUILD_AND_LIST_MODULES, str(inputs), "-o", str(out)]
+    child = [sys.executable, "-c", _BUILD_AND_LIST_MODULES, str(inputs), "-o", str(out), *options]
     result = json.loads(subprocess.run(child, capture_output=True, text=True, check=True).stdout)
     return result, [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
 
@@ -152,3 +152,10 @@ def test_a_build_with_a_conversation_imports_and_validates_it(tmp_path):
     assert {"code": "conversation_from_rollout_record", "invocation_id": None, "detail": "dropped_items=1"} in records[
         0
     ]["gaps"]
+
+
+def test_workers_are_forked_with_the_conversation_models_loaded(tmp_path):
+    """With ``--jobs`` the parent loads them before forking, so the workers do not load them each."""
+    result, records = _build_in_child(tmp_path, {"_ng_task_index": 0, "_ng_rollout_index": 0}, "--jobs", "2")
+    assert result == {"code": 0, "loaded": ["openai", "ng_traj.contract.conversation"]}
+    assert [len(r["model_calls"]) for r in records] == [1]
