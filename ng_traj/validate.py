@@ -21,8 +21,6 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
 from ng_traj.input_kind import not_trajectories
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, JsonLine, deep_dumps, iter_json_lines, not_an_object
-from ng_traj.writers.parquet_convert import dataset_records
-from ng_traj.writers.parquet_layout import DatasetError
 
 PROGRESS_BYTES = 1 << 20
 """Bytes between two progress reports of :func:`validate_file`."""
@@ -132,6 +130,9 @@ def validate_dataset(path: Path, sink: DiagnosticSink) -> FileResult:
     conversion). A missing or wrong manifest, table file or column, and a dataset of
     the first layout (loose table files), is one ``dataset_invalid`` error.
     """
+    from ng_traj.writers.parquet_convert import dataset_records  # pyarrow: imported for datasets only
+    from ng_traj.writers.parquet_layout import DatasetError
+
     result = FileResult()
     name = str(path)
     repeats = Repeats()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +13,7 @@ from pathlib import Path
 import pytest
 
 import ng_traj
+from conftest import FIXTURES
 
 ROOT = Path(ng_traj.__file__).parent
 PRODUCERS = ("capture", "rollouts", "judge", "pi", "openclaw", "hermes", "codex", "claude_code", "opencode")
@@ -97,3 +100,62 @@ def test_the_as_help_names_every_kind():
 
     named = set(KINDS_HELP.split(": ", 1)[1].rstrip(".").replace(" or ", ", ").split(", "))
     assert named == {*KINDS, *READERS}
+
+
+_BUILD_AND_LIST_MODULES = """
+import json, sys
+from ng_traj.cli import main
+sys.argv = ["ng-traj", "build", *sys.argv[1:], "-q"]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+loaded = [m for m in ("openai", "ng_traj.contract.conversation", "pyarrow") if m in sys.modules]
+print(json.dumps({"code": code, "loaded": loaded}))
+"""
+
+
+def _build_in_child(tmp_path: Path, row: dict, *options: str) -> tuple[dict, list[dict]]:
+    """Build one rollout row and its capture file in a fresh interpreter: its exit code, the heavy
+    modules it imported, and the trajectories it wrote."""
+    inputs = tmp_path / "in"
+    (inputs / "capture").mkdir(parents=True)
+    (inputs / "rollouts.jsonl").write_text(json.dumps(row) + "\n", encoding="utf-8")
+    capture = FIXTURES / "build" / "retained_run" / "input" / "capture" / "2-1.capture.jsonl"
+    shutil.copy(capture, inputs / "capture" / "0-0.capture.jsonl")
+    out = tmp_path / "out.jsonl"
+    child = [sys.executable, "-c", _BUILD_AND_LIST_MODULES, str(inputs), "-o", str(out), *options]
+    result = json.loads(subprocess.run(child, capture_output=True, text=True, check=True).stdout)
+    return result, [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+
+
+def test_a_build_without_conversations_does_not_import_the_conversation_models(tmp_path):
+    """The conversation union (the openai SDK's models) loads with the first conversation item, not
+    with the trajectory models: a row without request input or response output has none."""
+    result, records = _build_in_child(tmp_path, {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0})
+    assert result == {"code": 0, "loaded": []}
+    assert [len(r["model_calls"]) for r in records] == [1] and records[0]["invocations"] == []
+
+
+def test_a_build_with_a_conversation_imports_and_validates_it(tmp_path):
+    row = {
+        "_ng_task_index": 0,
+        "_ng_rollout_index": 0,
+        "reward": 1.0,
+        "responses_create_params": {"input": [{"role": "user", "content": "What is 6*7?"}]},
+        "response": {"id": "r", "output": [{"type": "bogus"}, {"type": "reasoning", "id": "rs", "summary": []}]},
+    }
+    result, records = _build_in_child(tmp_path, row)
+    assert result == {"code": 0, "loaded": ["openai", "ng_traj.contract.conversation"]}
+    (invocation,) = records[0]["invocations"]
+    assert [item["type"] for item in invocation["conversation"]] == ["message", "reasoning"]  # the bogus one dropped
+    assert {"code": "conversation_from_rollout_record", "invocation_id": None, "detail": "dropped_items=1"} in records[
+        0
+    ]["gaps"]
+
+
+def test_workers_are_forked_with_the_conversation_models_loaded(tmp_path):
+    """With ``--jobs`` the parent loads them before forking, so the workers do not load them each."""
+    result, records = _build_in_child(tmp_path, {"_ng_task_index": 0, "_ng_rollout_index": 0}, "--jobs", "2")
+    assert result == {"code": 0, "loaded": ["openai", "ng_traj.contract.conversation"]}
+    assert [len(r["model_calls"]) for r in records] == [1]

@@ -26,7 +26,6 @@ from ng_traj.assemble.project import (
 )
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ModelCallRecord, ObservationGap, TrajectoryRecord
 from ng_traj.contract.capture import PAYLOAD_KEYS
-from ng_traj.contract.conversation import validate_items
 from ng_traj.io.lines import JSON_TYPES
 from ng_traj.sources.capture.store import CaptureEvidence
 
@@ -162,6 +161,8 @@ def fallback_invocation(row: Mapping[str, Any]) -> Fallback | None:
     values = [*(raw_input if isinstance(raw_input, list) else []), *(output if isinstance(output, list) else [])]
     if not values:
         return None
+    from ng_traj.contract.conversation import validate_items  # the openai SDK's models: imported when needed
+
     items, dropped = validate_items(values)
     error = response.get("error")
     status = "failed" if isinstance(error, dict) else _STATUS.get(str(response.get("status")), "unknown")

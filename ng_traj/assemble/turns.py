@@ -33,7 +33,6 @@ from pydantic import TypeAdapter
 
 from ng_traj.contract import AgentInvocation, ModelCallRef, ModelServerRef, TrajectoryModelCall, TrajectoryTurn
 from ng_traj.contract.base import built_model
-from ng_traj.contract.conversation import ConversationItem
 
 REASONING_KEYS = ("reasoning_content", "reasoning")
 """Chat message keys holding reasoning text (vLLM writes ``reasoning_content``, newer servers ``reasoning``)."""
@@ -188,8 +187,11 @@ class TranscriptCall:
 
 @cache
 def _items_adapter() -> TypeAdapter[list[Any]]:
-    """The conversation's item adapter, built on first use (building it costs about 0.1 s)."""
-    return TypeAdapter(list[ConversationItem])
+    """The conversation's item adapter (``contract/conversation.items_adapter``); the conversation
+    models, and the ``openai`` SDK they are made of, are imported on first use."""
+    from ng_traj.contract.conversation import items_adapter
+
+    return items_adapter()
 
 
 _REASONING, _MESSAGE, _CALL = 0, 1, 2

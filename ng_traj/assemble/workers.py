@@ -118,8 +118,23 @@ def _context() -> multiprocessing.context.BaseContext:
     if "fork" in multiprocessing.get_all_start_methods():
         return multiprocessing.get_context("fork")
     context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["ng_traj.assemble.workers"])
+    context.set_forkserver_preload(["ng_traj.assemble.workers", "ng_traj.contract.conversation"])
     return context
+
+
+def _load_conversation_models() -> None:
+    """Import the conversation models and build the schemas that hold them, before the workers fork.
+
+    A build imports them with its first conversation item (``contract/observations.py``), which is
+    usually met in a worker: each worker would import and build them again (about 0.5 s of CPU, and
+    memory no longer shared with the parent). Loaded here, they are loaded once.
+    """
+    from ng_traj.contract import AgentInvocation, AgentObservationBundle, TrajectoryRecord
+    from ng_traj.contract.conversation import items_adapter
+
+    items_adapter()
+    for model in (AgentInvocation, AgentObservationBundle, TrajectoryRecord):
+        model.model_rebuild()
 
 
 @contextlib.contextmanager
@@ -137,6 +152,7 @@ def run_parallel(
         Exception: Whatever a worker raised unexpectedly (the build stops).
     """
     jobs = max(1, min(jobs, _cpus(), -(-len(slots) // CHUNK)))  # more could only wait
+    _load_conversation_models()
     pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=(options, encode))
     try:
         yield _results(pool, slots, jobs)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, Field
 
 from ng_traj.contract.base import ModelServerRef
 
@@ -22,8 +22,6 @@ class ModelCallRecord(BaseModel):
     Token counts: ``tokens_in`` includes cached tokens (Anthropic cache reads and writes folded in),
     ``tokens_out`` includes reasoning tokens; ``None`` means not reported.
     """
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
 
     model_call_id: str | None = None
     """Capture identity (``uuid4().hex``)."""

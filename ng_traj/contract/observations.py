@@ -8,12 +8,33 @@ Field names, types, defaults, order and validators mirror upstream; times are UT
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, GetCoreSchemaHandler, model_validator
+from pydantic_core import CoreSchema
 
 from ng_traj.contract.base import ContractModel, ModelServerRef, contract_error
-from ng_traj.contract.conversation import ConversationItem
+
+if TYPE_CHECKING:
+    from ng_traj.contract.conversation import ConversationItem
+else:
+
+    class _ConversationItemSchema:
+        """Stands for ``contract/conversation.ConversationItem`` until a schema that holds it is built.
+
+        The item union is made of the ``openai`` SDK's Responses models, and importing the SDK and
+        building the union's schema costs about half a second of CPU, which a build of capture logs
+        and rollout rows without conversations never needs. The models holding conversations build
+        their schema on first use (``defer_build``), and this marker imports the union then: the
+        schema is the one ``list[ConversationItem]`` makes, member for member.
+        """
+
+        def __get_pydantic_core_schema__(self, source: Any, handler: GetCoreSchemaHandler) -> CoreSchema:
+            from ng_traj.contract.conversation import ConversationItem
+
+            return handler.generate_schema(ConversationItem)
+
+    ConversationItem = Annotated[Any, _ConversationItemSchema()]
 
 
 class ModelCallRef(ContractModel):
@@ -39,6 +60,8 @@ ToolStatus = Literal["completed", "failed", "timeout", "cancelled", "incomplete"
 
 class AgentInvocation(ContractModel):
     """One root agent or sub-agent conversation observed by a harness."""
+
+    model_config = ConfigDict(defer_build=True)  # holds conversation items: schema built on first use
 
     kind: Literal["agent_invocation"] = "agent_invocation"
     """Record discriminator."""
@@ -210,6 +233,8 @@ def parent_cycle(invocations: Sequence[AgentInvocation]) -> int | None:
 
 class AgentObservationBundle(ContractModel):
     """Observations of one rollout from one producer: the ``ng_agent_observations`` attachment."""
+
+    model_config = ConfigDict(defer_build=True)  # holds conversation items: schema built on first use
 
     source: str
     """Producer: ``claude_code``, ``openclaw``, ``hermes``, ``pi``, ``opencode``."""

@@ -18,7 +18,7 @@ Count = Annotated[int, Field(ge=0)]
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+    model_config = ConfigDict(extra="forbid")
 
 
 class _Line(_Strict):

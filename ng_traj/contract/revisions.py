@@ -22,12 +22,14 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
 
-from ng_traj.contract.conversation import EasyInputMessage, FunctionCall, OutputMessage
 from ng_traj.contract.trajectory import TrajectoryRecord, TrajectoryResponseMetadata
 
 Release = Literal["0.7", "pre-0.7"]
 RELEASES: tuple[Release, ...] = ("0.7", "pre-0.7")
 """``0.7``: nemo-gym 0.7.0 and later (the default). ``pre-0.7``: releases before it (commit 07d6b0d)."""
+
+_CONVERSATION = "ng_traj.contract.conversation"
+"""The module of the conversation item models (imported only where items are, with the openai SDK)."""
 
 METADATA_KEYS_0_7 = ("upstream_attempted", "response_source", "upstream_status_code", "local_response_reason")
 ITEM_KEYS_0_7 = {"message": ("phase",), "function_call": ("namespace",)}
@@ -81,8 +83,11 @@ def revision_needed(with_0_7_keys: int) -> str:
 
 def earlier_exclusions(model: type) -> frozenset[str]:
     """The fields of a contract model class the earlier revision has no place for (empty for most)."""
-    owners = {TrajectoryResponseMetadata: METADATA_KEYS_0_7, EasyInputMessage: ("phase",), OutputMessage: ("phase",)}
-    owners[FunctionCall] = ("namespace",)
+    owners: dict[type, tuple[str, ...]] = {TrajectoryResponseMetadata: METADATA_KEYS_0_7}
+    if any(base.__module__ == _CONVERSATION for base in model.__mro__):  # an item model: its module is loaded
+        from ng_traj.contract.conversation import EasyInputMessage, FunctionCall, OutputMessage
+
+        owners.update({EasyInputMessage: ("phase",), OutputMessage: ("phase",), FunctionCall: ("namespace",)})
     return frozenset(key for base in model.__mro__ for key in owners.get(base, ()))
 
 

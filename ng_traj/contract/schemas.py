@@ -9,7 +9,12 @@ checks those.
 
 from __future__ import annotations
 
+import ast
+import inspect
 import json
+import textwrap
+from functools import cache
+from itertools import pairwise
 from typing import Any
 
 from pydantic import BaseModel
@@ -58,15 +63,92 @@ ng-traj's own definitions: the SDK's tool items keep fields of the same names (`
 
 
 class _Generator(GenerateJsonSchema):
-    """Pydantic's generator, but a union routed by a function (the conversation item's) is ``anyOf``:
-    the function picks one member, while an item often fits several of them in JSON Schema (a
-    message fits both message models), which ``oneOf`` would reject."""
+    """Pydantic's generator, with two changes.
+
+    A union routed by a function (the conversation item's) is ``anyOf``: the function picks one
+    member, while an item often fits several of them in JSON Schema (a message fits both message
+    models), which ``oneOf`` would reject.
+
+    Fields are described by their attribute docstrings, read here rather than when the models are
+    made: those of ng-traj's own contract models (``ng_traj.contract``), and those of the typed
+    dicts inside them (the SDK's input parts among them), as pydantic's ``use_attribute_docstrings``
+    describes them. A field declared again in a subclass without a docstring has no description.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._documented = [True]  # whether the model being generated is one of ours
 
     def tagged_union_schema(self, schema: Any) -> JsonSchemaValue:
         result = super().tagged_union_schema(schema)
         if "oneOf" in result and "discriminator" not in result:
             result["anyOf"] = result.pop("oneOf")
         return result
+
+    def model_schema(self, schema: Any) -> JsonSchemaValue:
+        ours = _is_contract_model(schema["cls"])
+        self._documented.append(ours)
+        try:
+            result = super().model_schema(schema)
+        finally:
+            self._documented.pop()
+        if ours:
+            _describe(result, _model_field_docs(schema["cls"]))
+        return result
+
+    def typed_dict_schema(self, schema: Any) -> JsonSchemaValue:
+        result = super().typed_dict_schema(schema)
+        cls = schema.get("cls")
+        if cls is not None and self._documented[-1]:
+            _describe(result, _attribute_docstrings(cls))
+        return result
+
+
+def _is_contract_model(cls: type) -> bool:
+    return cls.__module__.startswith("ng_traj.contract.")
+
+
+def _describe(json_schema: JsonSchemaValue, docs: dict[str, str]) -> None:
+    """Set ``description`` of each property of ``json_schema`` that ``docs`` documents."""
+    for name, property_schema in json_schema.get("properties", {}).items():
+        if name in docs:
+            property_schema["description"] = docs[name]
+
+
+@cache
+def _model_field_docs(cls: type) -> dict[str, str]:
+    """Field name -> attribute docstring of a contract model, inherited fields included: a field takes
+    the docstring of the class that last declared it (none when that declaration has none)."""
+    docs: dict[str, str] = {}
+    for base in reversed(cls.__mro__):
+        if not _is_contract_model(base):
+            continue
+        for name in inspect.get_annotations(base):
+            docs.pop(name, None)
+        docs.update(_attribute_docstrings(base))
+    return docs
+
+
+@cache
+def _attribute_docstrings(cls: type) -> dict[str, str]:
+    """Field name -> the string literal written right after its annotated assignment in the body of
+    ``cls`` (its attribute docstring, cleaned as ``inspect.cleandoc`` cleans docstrings)."""
+    try:
+        source = textwrap.dedent(inspect.getsource(cls))
+    except (OSError, TypeError):
+        return {}
+    body = next(node for node in ast.parse(source).body if isinstance(node, ast.ClassDef)).body
+    docs = {}
+    for statement, following in pairwise(body):
+        if (
+            isinstance(statement, ast.AnnAssign)
+            and isinstance(statement.target, ast.Name)
+            and isinstance(following, ast.Expr)
+            and isinstance(following.value, ast.Constant)
+            and isinstance(following.value.value, str)
+        ):
+            docs[statement.target.id] = inspect.cleandoc(following.value.value)
+    return docs
 
 
 def _earlier(schema: dict[str, Any]) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import Field, model_validator
+from pydantic import ConfigDict, Field, model_validator
 
 from ng_traj.contract.base import ContractModel, ModelServerRef, contract_error
 from ng_traj.contract.observations import (
@@ -129,6 +129,8 @@ class TrajectoryToolCall(ToolCallObservation):
 
 class TrajectoryRecord(ContractModel):
     """One rollout's trajectory: the ``ng_trajectory`` attachment, schema 1.0."""
+
+    model_config = ConfigDict(defer_build=True)  # holds conversation items (contract/observations.py)
 
     schema_version: Literal["1.0"] = SCHEMA_VERSION
     """Always ``1.0``."""

@@ -31,7 +31,6 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ObservationGap
-from ng_traj.contract.conversation import validate_items
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.sources.claude_code.layout import Session, discover, is_companion, read_meta, session_folder
 from ng_traj.sources.claude_code.observe import Outputs, is_assistant, observe_lines, response_id, tool_status
@@ -361,6 +360,8 @@ def _observe(
 ) -> tuple[AgentInvocation, list[Any], list[NativeCall]]:
     invocation_id = node.invocation_id
     observed = observe_lines(node.lines, invocation_id, outputs)
+    from ng_traj.contract.conversation import validate_items  # the openai SDK's models: imported when needed
+
     items, dropped = validate_items(observed.items)
     gaps.extend(observed.gaps)
     if dropped:

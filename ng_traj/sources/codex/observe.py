@@ -46,7 +46,6 @@ from ng_traj.contract import (
     ToolCallObservation,
     TrajectoryModelCall,
 )
-from ng_traj.contract.conversation import validate_items
 from ng_traj.sources.codex.rollout import Record, Rollout
 from ng_traj.sources.native import NativeCall, scalar_text
 
@@ -369,6 +368,8 @@ def observe(rollout: Rollout, parent_id: str | None) -> ThreadObservation:
     thread, own = rollout.meta.thread_id, rollout.own()
     gaps: list[ObservationGap] = []
     values = conversation(own, thread)
+    from ng_traj.contract.conversation import validate_items  # the openai SDK's models: imported when needed
+
     items, dropped = validate_items(values)
     if dropped:
         gaps.append(

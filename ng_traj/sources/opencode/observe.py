@@ -51,7 +51,6 @@ from ng_traj.contract import (
     ToolCallObservation,
     TrajectoryModelCall,
 )
-from ng_traj.contract.conversation import validate_items
 from ng_traj.sources.native import NativeCall, scalar_text
 from ng_traj.sources.opencode.store import Message, Part, Session, seconds
 from ng_traj.sources.opencode.turns import synthetic_parent, turn
@@ -238,6 +237,8 @@ def observe(session: Session, messages: list[Message]) -> SessionObservation:
                     obs.turns.append(found)
         elif role != "user":
             obs.unavailable.add(message.id)
+    from ng_traj.contract.conversation import validate_items  # the openai SDK's models: imported when needed
+
     items, dropped = validate_items(values)
     if dropped:
         obs.gaps.append(

@@ -41,7 +41,6 @@ from ng_traj.sources.native import (
 )
 from ng_traj.sources.pi.conversation import conversation, tool_call_id
 from ng_traj.sources.pi.copies import id_list
-from ng_traj.sources.pi.items import conversation_items
 from ng_traj.sources.pi.session import Entry, Session
 
 DIALECTS = {
@@ -277,6 +276,8 @@ def observe(
     walked, missing = session.active_path()
     path = [entry for entry in walked if entry.copy_of is None]
     values = conversation(path, invocation_id, gaps, positional_ids=positional_ids)
+    from ng_traj.sources.pi.items import conversation_items  # the openai SDK's models: imported when needed
+
     items, dropped = conversation_items(values)
     if dropped:
         gaps.append(
