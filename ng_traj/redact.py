@@ -138,13 +138,17 @@ def constrained_values() -> dict[str, frozenset[str]]:
     to a fixed set (a ``Literal`` or an enumeration: type tags such as ``output_text``, roles,
     statuses, ``schema_version``), gathered from every model and typed dictionary a record can hold.
 
-    Built once, on first use, by walking the annotations from ``TrajectoryRecord`` down.
+    Built once, on first use, by walking the annotations from ``TrajectoryRecord`` and the conversation
+    item union down.
     """
+    from ng_traj.contract.conversation import ConversationItem
     from ng_traj.contract.trajectory import TrajectoryRecord
 
     found: dict[str, set[str]] = {}
     seen: set[int] = set()
-    pending: list[tuple[str | None, Any]] = [(None, TrajectoryRecord)]
+    # the record's conversation fields stand for the item union until their schema is built
+    # (contract/observations.py), so the union is walked from its own definition
+    pending: list[tuple[str | None, Any]] = [(None, TrajectoryRecord), (None, ConversationItem)]
     while pending:
         key, annotation = pending.pop()
         origin = typing.get_origin(annotation)
