@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import functools
 import re
+import types
 import typing
 from collections.abc import Iterable
 from typing import Any, Literal
@@ -177,6 +178,93 @@ def constrained_values() -> dict[str, frozenset[str]]:
     return {key: frozenset(values) for key, values in found.items()}
 
 
+def _accepts_text(annotation: Any) -> bool:
+    """Whether a field of this annotation accepts any text (so the mask): ``str``, ``Any``,
+    ``object``, or a union holding one of them."""
+    if annotation is str or annotation is Any or annotation is object:
+        return True
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Annotated, typing.Required, typing.NotRequired):
+        return _accepts_text(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return any(_accepts_text(arg) for arg in typing.get_args(annotation))
+    return False
+
+
+@functools.cache
+def unmaskable_keys() -> frozenset[str]:
+    """The key names (normalised) that name, somewhere in the trajectory contract, a field that does not
+    accept any text: a fixed set of values (a type tag, ``role``, ``status``) or another type (a number,
+    a list, an object). A ``--redact-key`` among them is refused (:func:`check_keys`): masking a value
+    there whole would make the record no longer one. A key that is free text in one model and
+    constrained in another (``content``: text in a message, a list of parts in an output message) is
+    among them, since the mask would be invalid where it is constrained.
+
+    Built once, on first use, from the fields of every model and typed dictionary a record can hold
+    (walked as in :func:`constrained_values`).
+    """
+    from ng_traj.contract.conversation import ConversationItem
+    from ng_traj.contract.trajectory import TrajectoryRecord
+
+    found: set[str] = set()
+    seen: set[int] = set()
+    pending: list[Any] = [TrajectoryRecord, ConversationItem]
+    while pending:
+        annotation = pending.pop()
+        if typing.get_origin(annotation) is not None:  # a union, list, dict, Annotated...: what it is made of
+            pending.extend(typing.get_args(annotation))
+            continue
+        if not isinstance(annotation, type) or id(annotation) in seen:
+            continue
+        seen.add(id(annotation))
+        if typing.is_typeddict(annotation):
+            try:
+                fields = list(typing.get_type_hints(annotation, include_extras=True).items())
+            except (NameError, TypeError):  # a forward reference the SDK leaves unresolved
+                continue
+        elif issubclass(annotation, BaseModel):
+            fields = [(name, field.annotation) for name, field in annotation.model_fields.items()]
+        else:
+            continue
+        for name, field_annotation in fields:
+            if not _accepts_text(field_annotation):
+                found.add(_normalise(name))
+            pending.append(field_annotation)
+    return frozenset(found)
+
+
+def check_keys(keys: Iterable[str]) -> None:
+    """Refuse ``--redact-key`` names that cannot be masked: checked before any input is read.
+
+    Raises:
+        ValueError: A key is empty or only spaces (it names no key a record has), or names a field the
+            trajectory contract constrains (:func:`unmaskable_keys`); the message names the key, says
+            why, and points to ``--redact-pattern``.
+    """
+    keys = list(keys)
+    for key in keys:
+        if not key.strip():
+            raise ValueError(
+                f"--redact-key {key!r} is empty or only spaces, so it names no key to mask: "
+                "give the exact name of a key (--redact-key api_key)"
+            )
+    if not keys:
+        return
+    unmaskable = unmaskable_keys()
+    for key in keys:
+        if _normalise(key) in unmaskable:
+            constrained = constrained_values().get(_normalise(key))
+            what = (
+                f"in at least one place to a fixed set of {len(constrained)} values"
+                if constrained
+                else "in at least one place to numbers, lists or objects rather than text"
+            )
+            raise ValueError(
+                f"--redact-key {key}: the trajectory contract constrains the values of {key} ({what}), so masking "
+                "it would make the records invalid; to mask secrets in text, use --redact-pattern"
+            )
+
+
 def _normalise(key: str) -> str:
     return key.lower().replace("-", "_")
 
@@ -245,7 +333,8 @@ class Redactor:
         Text a pattern matches is masked except where it is a value the contract allows a key from a
         fixed set (:func:`constrained_values`: ``"type": "output_text"``, ``"role": "user"``): such a
         value is no secret, and masking it would make the record no longer one. A key named by
-        ``--redact-key`` is masked whatever its value.
+        ``--redact-key`` is masked whatever its value (the commands refuse one the contract constrains
+        before any input is read: :func:`check_keys`).
 
         The walk keeps its own stack instead of recursing, so a value nested as deep as the line reader
         accepts (1,024 levels) is redacted like any other. Contract models in it (a whole trajectory

@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import run_cli
-from ng_traj.redact import MASK, Redactor, compile_patterns
+from ng_traj.redact import MASK, SECRET_KEYS, Redactor, _normalise, check_keys, compile_patterns, unmaskable_keys
 
 FAKE = "A1b2C3d4E5f6G7h8J9k0"
 """Twenty characters of a made-up token body."""
@@ -205,9 +205,68 @@ def test_a_mask_over_a_value_the_contract_constrains_is_a_usage_error_naming_it(
     out.write_bytes(b"previous\n")
     result = run_cli("build", rollouts, "-o", out, "--redact-key", "role", "--jobs", jobs)
     assert result.exit_code == 2, result.stderr
-    assert "--redact masked a value the trajectory contract constrains (invocations.0.conversation.0" in result.stderr
+    assert (
+        "error: --redact-key role: the trajectory contract constrains the values of role (in at least one place to a fixed set of"
+        in result.stderr
+    )
+    assert "masking it would make the records invalid; to mask secrets in text, use --redact-pattern" in result.stderr
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     assert out.read_bytes() == b"previous\n"
+
+
+@pytest.mark.parametrize("command", ["build", "show", "report", "export"])
+@pytest.mark.parametrize(
+    ("key", "why"),
+    [
+        ("type", "in at least one place to a fixed set of"),
+        ("Status", "in at least one place to a fixed set of"),
+        ("schema-version", "in at least one place to a fixed set of"),
+        # text in an input message, a list of parts in an output message: refused, as masking can break a record
+        ("content", "in at least one place to numbers, lists or objects rather than text"),
+        ("prompt_tokens", "in at least one place to numbers, lists or objects rather than text"),
+    ],
+)
+def test_a_redact_key_the_contract_constrains_is_refused_before_any_input_is_read(tmp_path, command, key, why):
+    missing = tmp_path / "missing.jsonl"  # never read: the refusal comes first
+    out = tmp_path / "out.jsonl"
+    extra = {"build": ["-o", out], "show": [], "report": ["-o", out], "export": ["--format", "otlp", "-o", out]}
+    result = run_cli(command, missing, *extra[command], "--redact-key", key)
+    assert result.exit_code == 2, result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert line.startswith(f"error: --redact-key {key}: the trajectory contract constrains the values of {key} ({why}")
+    assert line.endswith("so masking it would make the records invalid; to mask secrets in text, use --redact-pattern")
+    assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["build", "show", "report", "export"])
+@pytest.mark.parametrize("key", ["", "   "])
+def test_an_empty_redact_key_is_refused_for_every_command(tmp_path, command, key):
+    rollouts = _rollouts(tmp_path, "x")
+    out = tmp_path / "out.jsonl"
+    extra = {"build": ["-o", out], "show": [], "report": ["-o", out], "export": ["--format", "otlp", "-o", out]}
+    result = run_cli(command, rollouts, *extra[command], "--redact-key", key)
+    assert result.exit_code == 2, result.stderr
+    assert f"error: --redact-key {key!r} is empty or only spaces, so it names no key to mask" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()
+
+
+@pytest.mark.parametrize("key", ["model", "id", "name", "text", "arguments", "my_secret"])
+def test_a_redact_key_free_text_wherever_the_contract_has_it_is_accepted(key):
+    check_keys([key])
+    assert _normalise(key) not in unmaskable_keys()
+
+
+def test_no_built_in_secret_key_is_one_the_contract_constrains():
+    assert not SECRET_KEYS & unmaskable_keys()
+
+
+def test_build_redact_key_text_masks_the_text_and_the_record_stays_valid(tmp_path):
+    rollouts = _rollouts(tmp_path, "hello")
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", rollouts, "-o", out, "--redact-key", "text", "--redact-key", "id")
+    assert result.exit_code == 0, result.stderr
+    (record,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert record["invocations"][0]["conversation"][0]["role"] == "user"
 
 
 def test_build_attach_redacts_a_row_nested_six_hundred_deep(tmp_path):

@@ -22,7 +22,7 @@ from ng_traj.diagnostics import RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
 from ng_traj.io.compression import logical_name
 from ng_traj.io.spans import text_copies
-from ng_traj.redact import Redactor, compile_patterns
+from ng_traj.redact import Redactor, check_keys, compile_patterns
 from ng_traj.roles import parse_roles
 from ng_traj.sources.detect import KINDS
 from ng_traj.sources.manifest import read_manifest
@@ -136,6 +136,7 @@ def run(request: BuildRequest) -> int:
     try:
         roles = parse_roles(request.roles)
         patterns = compile_patterns(request.redact_patterns)
+        check_keys(request.redact_keys)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
     with text_copies():  # the text of compressed rollouts files, removed when the build ends

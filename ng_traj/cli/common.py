@@ -51,7 +51,12 @@ RedactOption = Annotated[
 RedactKeyOption = Annotated[
     list[str] | None,
     typer.Option(
-        "--redact-key", metavar="KEY", help="Another exact key name to mask (repeatable).", show_default=False
+        "--redact-key",
+        metavar="KEY",
+        help="Another exact key name to mask, its value masked whole (repeatable). A key the trajectory "
+        "contract constrains anywhere (type, role, status, content, a count...) is refused: masking it would "
+        "make the records invalid; mask text with --redact-pattern.",
+        show_default=False,
     ),
 ]
 RedactPatternOption = Annotated[
@@ -72,13 +77,16 @@ def redactor(redact: bool, keys: list[str] | None, patterns: list[str] | None) -
     ``None`` when none is given (``--redact-key`` and ``--redact-pattern`` imply ``--redact``).
 
     Raises:
-        RunError: A ``--redact-pattern`` is not a regular expression.
+        RunError: A ``--redact-pattern`` is not a regular expression or matches the empty string; a
+            ``--redact-key`` is empty or names a field the trajectory contract constrains
+            (``redact.check_keys``). Checked before any input is read.
     """
     if not (redact or keys or patterns):
         return None
-    from ng_traj.redact import Redactor, compile_patterns
+    from ng_traj.redact import Redactor, check_keys, compile_patterns
 
     try:
+        check_keys(keys or ())
         return Redactor(keys or (), compile_patterns(patterns or ())).value
     except ValueError as exc:
         raise RunError(str(exc)) from exc
