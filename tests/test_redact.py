@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from conftest import run_cli
+from conftest import FIXTURES, run_cli
 from ng_traj.redact import MASK, SECRET_KEYS, Redactor, _normalise, check_keys, compile_patterns, unmaskable_keys
 
 FAKE = "A1b2C3d4E5f6G7h8J9k0"
@@ -210,6 +210,22 @@ def test_a_mask_over_a_value_the_contract_constrains_is_a_usage_error_naming_it(
         in result.stderr
     )
     assert "masking it would make the records invalid; to mask secrets in text, use --redact-pattern" in result.stderr
+    assert "Traceback" not in result.stderr and "internal error" not in result.stderr
+    assert out.read_bytes() == b"previous\n"
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_pattern_whose_masks_make_a_record_invalid_stops_the_build_naming_the_rollout(tmp_path, jobs):
+    """Every string masked: two capture ids become one, which only the assembly of the rollout finds."""
+    out = tmp_path / "out.jsonl"
+    out.write_bytes(b"previous\n")
+    source = FIXTURES / "build" / "retained_run" / "input"
+    result = run_cli("build", source, "-o", out, "--redact-pattern", ".+", "--jobs", jobs)
+    assert result.exit_code == 2, result.stderr
+    assert (
+        "error: rollout 0-0: --redact masked a value the trajectory contract constrains (model_call_id "
+        "'[REDACTED]' is not unique in the trajectory); give a narrower --redact-key or --redact-pattern"
+    ) in result.stderr
     assert "Traceback" not in result.stderr and "internal error" not in result.stderr
     assert out.read_bytes() == b"previous\n"
 
