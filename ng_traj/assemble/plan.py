@@ -338,7 +338,7 @@ def _attribute_units(
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
                 where = Attribution(gap=gap, reason=f"rollout {where.row[0]} is on several rows of {where.row[1]}")
-            unit = replace(unit, response_ids=frozenset(), folders=frozenset())  # attributed: kept lean per slot
+            unit = replace(unit, response_ids=(), folders=())  # attributed: kept lean per slot (one empty tuple)
             if where.row is not None:
                 targets.setdefault(("row", *where.row), []).append(unit)
             elif where.capture_id is not None:

@@ -315,13 +315,13 @@ class _Scans:
     """
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[Session, frozenset[str]]] = {}
+        self._seen: dict[str, tuple[Session, tuple[str, ...]]] = {}
 
-    def _scan(self, path: Path) -> tuple[Session, frozenset[str]]:
+    def _scan(self, path: Path) -> tuple[Session, tuple[str, ...]]:
         found = self._seen.get(str(path))
         if found is None:
             session, ids = scan_session(path)
-            found = self._seen[str(path)] = (fork_header(session), ids)
+            found = self._seen[str(path)] = (fork_header(session), tuple(sorted(ids)))  # held: a tuple, not a set
         return found
 
     def header(self, path: Path) -> Session:
@@ -329,8 +329,8 @@ class _Scans:
         (``forks.fork_header``)."""
         return self._scan(path)[0]
 
-    def response_ids(self, path: Path) -> frozenset[str]:
-        """Provider response ids of the transcript's assistant messages (:func:`response_ids`)."""
+    def response_ids(self, path: Path) -> tuple[str, ...]:
+        """Provider response ids of the transcript's assistant messages (:func:`response_ids`), sorted."""
         return self._scan(path)[1]
 
 

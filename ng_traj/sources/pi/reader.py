@@ -53,7 +53,8 @@ class PiReader:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
         sessions, responses = {}, {}
         for path in files:
-            session, responses[str(path)] = scan_session(path)
+            session, ids = scan_session(path)
+            responses[str(path)] = tuple(sorted(ids))  # held for every file: a tuple, the set let go
             sessions[str(path)] = fork_header(session)  # held for every file until the forks are known
         units = []
         for root, names in fork_trees(fork_parents(sessions)).items():
