@@ -14,6 +14,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path, PurePosixPath
 
 from ng_traj.assemble.attribution import (
@@ -177,19 +178,28 @@ def plan(
     index = _row_index(rows, sink)
     index.labels = run_label_map(row.file.run for row in rows)
     _check_manifest_runs(manifest, {row.file.run for row in rows}, sink)
-    attached: dict[RowKey, list[CaptureFiles]] = {}
+    attached: dict[RowKey, tuple[CaptureFiles, ...]] = {}  # the slot's own tuple (most rows have one entry)
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
-        files = sorted(stores, key=lambda found: found.store)
+        files = tuple(sorted(stores, key=lambda found: found.store))
         known = index.runs_by_id.get(rollout, ())
         runs = manifest_runs([manifest_run] if manifest_run else [], known, index.labels)
         if len(runs) == 1 and (rollout, next(iter(runs))) not in index.repeated:
-            attached.setdefault((rollout, next(iter(runs))), []).extend(files)
+            key = (rollout, next(iter(runs)))
+            attached[key] = (*attached[key], *files) if key in attached else files
         else:
             ambiguous = sorted(runs) if len(runs) > 1 else [run for run in runs for _ in range(2)]
             orphans.setdefault(rollout, ([], ambiguous))[0].extend(files)
+    inputs.capture.clear()  # attached and orphans hold every entry: its keys and tuples let go before indexing
     index.capture_ids = set(orphans)
-    native = _attribute_units(inputs, index, list(manifest), stats, sink)
+    captured = CaptureIds(
+        lambda: chain(
+            ((key[0], files) for key, files in attached.items()),
+            ((rollout, files) for rollout, (files, _) in orphans.items()),
+        ),
+        empty=not attached and not orphans,
+    )
+    native = _attribute_units(inputs, index, list(manifest), captured, stats, sink)
     slots = [
         _orphan(inputs, index, rollout, files, runs, native.get(("capture", rollout), []), stats, sink)
         for rollout, (files, runs) in orphans.items()
@@ -200,7 +210,7 @@ def plan(
     while rows:  # in file order, each row's index entry dropped as its slot is made (never all of both held)
         row = rows.pop()
         key = (row.identity.rollout_id, row.file.run)
-        capture = tuple(attached.get(key, ())) if row.identity.derived else ()
+        capture = attached.get(key, ()) if row.identity.derived else ()
         units = tuple(native.get(("row", *key), ()))
         named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
         named = shared.setdefault(named, named)
@@ -317,13 +327,17 @@ def _unit_named(inputs: Inputs, units: Sequence[NativeUnit]) -> set[str]:
 
 
 def _attribute_units(
-    inputs: Inputs, index: RowIndex, manifest: list[ManifestEntry], stats: PlanStats, sink: DiagnosticSink
+    inputs: Inputs,
+    index: RowIndex,
+    manifest: list[ManifestEntry],
+    captured: CaptureIds,
+    stats: PlanStats,
+    sink: DiagnosticSink,
 ) -> dict[tuple[str, ...], list]:
     """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``.
 
     Takes each reader's files out of ``inputs.native`` (which ``Inputs.planned`` empties anyway).
     """
-    captured = CaptureIds(inputs.capture)
     targets: dict[tuple[str, ...], list] = {}
     for name in sorted(inputs.native):
         files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
