@@ -342,17 +342,20 @@ def _attribute_units(
     for name in sorted(inputs.native):
         files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
         files.sort()
-        units = index_units(name, files, sink)
-        forget_regular(files)
-        files.clear()  # the units keep the paths as text
-        units.reverse()
-        while units:  # each unit let go (its response ids and folder names) once attributed
-            unit = units.pop()
+
+        def placed(unit: NativeUnit) -> tuple[NativeUnit, Attribution]:
+            """Where ``unit`` goes, and the unit without its response ids and folder names (attributed:
+            kept lean per slot), decided as the reader makes it (reports nothing: ``index_units``)."""
             where = attribute(unit, index, manifest, captured, _tool_sets)
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
                 where = Attribution(gap=gap, reason=f"rollout {where.row[0]} is on several rows of {where.row[1]}")
-            unit = replace(unit, response_ids=(), folders=())  # attributed: kept lean per slot (one empty tuple)
+            return replace(unit, response_ids=(), folders=()), where
+
+        decided = index_units(name, files, sink, placed)
+        forget_regular(files)
+        files.clear()  # the units keep the paths as text
+        for unit, where in decided:
             if where.row is not None:
                 targets.setdefault(("row", *where.row), []).append(unit)
             elif where.capture_id is not None:

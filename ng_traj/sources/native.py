@@ -18,12 +18,12 @@ matches none can still contribute its transcript usage as a model call, labelled
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from math import isfinite
 from pathlib import Path
-from typing import Any, Protocol, get_args
+from typing import Any, Protocol, TypeVar, get_args
 
 from ng_traj.contract import (
     AgentInvocation,
@@ -122,12 +122,14 @@ class NativeReader(Protocol):
     def sniff(self, sniffed: Sniffed) -> Claim | None:
         """Claim a file (or decline) from its name and first record; never raises."""
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
-        """Group the claimed files into units."""
+    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
+        """Group the claimed files into units (a list, or an iterator that makes each as it is taken)."""
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
         """Read one unit fully."""
 
+
+T = TypeVar("T")
 
 READERS: dict[str, NativeReader] = {}
 """Registered native readers by name; a reader module registers itself with :func:`register`."""
@@ -140,13 +142,13 @@ class FunctionReader:
     name: str
     source: str
     sniff_fn: Callable[[Sniffed], Claim | None]
-    index_fn: Callable[[Sequence[Path], DiagnosticSink], list[NativeUnit]]
+    index_fn: Callable[[Sequence[Path], DiagnosticSink], Iterable[NativeUnit]]
     load_fn: Callable[[NativeUnit, DiagnosticSink], NativeObservations]
 
     def sniff(self, sniffed: Sniffed) -> Claim | None:
         return self.sniff_fn(sniffed)
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
         return self.index_fn(files, sink)
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
@@ -170,17 +172,28 @@ def load_unit(unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations | No
         return None
 
 
-def index_units(name: str, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+def _same(unit: NativeUnit) -> Any:
+    return unit
+
+
+def index_units(
+    name: str, files: Sequence[Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T] = _same
+) -> list[T]:
     """Group ``files`` into units with reader ``name``; a reader failing on a file costs that file.
+
+    ``each`` is applied to every unit as the reader makes it and the results are returned in order
+    (the units themselves by default): a reader that makes its units one at a time then never has all
+    of them held at once. ``each`` must report nothing, since its results are dropped with the attempt
+    when the reader fails.
 
     A reader that raises (a shape its code does not expect) is asked again file by file; each file it
     still fails on is one ``native_load_failed`` error, and the others are grouped together as usual.
     The diagnostics of an attempt that failed are dropped, so nothing is reported twice.
     """
     reader = READERS[name]
-    units = _attempt(reader, files, sink)
-    if units is not None:
-        return units
+    results = _attempt(reader, files, sink, each)
+    if results is not None:
+        return results
     readable = []
     for path in files:
         failure = _failure(reader, path)
@@ -189,23 +202,37 @@ def index_units(name: str, files: Sequence[Path], sink: DiagnosticSink) -> list[
         else:
             message = f"could not be indexed ({failure}); the sessions it holds are left out"
             sink.add(Diagnostic("error", "native_load_failed", message, path=str(path)))
-    return _attempt(reader, readable, sink) or []
+    return _attempt(reader, readable, sink, each) or []
 
 
-def _attempt(reader: NativeReader, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit] | None:
+def _attempt(
+    reader: NativeReader, files: Sequence[Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T]
+) -> list[T] | None:
+    """``each`` of every unit the reader makes of ``files``; ``None`` when the reader raises (what
+    ``each`` raises is not the reader's failure: it goes to the caller)."""
     held: list[Diagnostic] = []
+    results = []
     try:
-        units = reader.index(files, DiagnosticSink(held.append))
+        units = iter(reader.index(files, DiagnosticSink(held.append)))
     except Exception:
         return None
+    while True:
+        try:
+            unit = next(units, None)
+        except Exception:
+            return None
+        if unit is None:
+            break
+        results.append(each(unit))
     for diagnostic in held:
         sink.add(diagnostic)
-    return units
+    return results
 
 
 def _failure(reader: NativeReader, path: Path) -> str | None:
     try:
-        reader.index([path], DiagnosticSink())
+        for _ in reader.index([path], DiagnosticSink()):
+            pass
     except Exception as exc:
         return _exception_text(exc)
     return None
