@@ -5,7 +5,8 @@ every session in memory:
 
 * ``index(files, sink)`` groups the files it claimed into *units* (a session, or a session tree
   with its sub-agents) and records only what attribution needs: the unit's key, its files, the
-  provider response ids of its assistant messages, the folder names above it and any run id.
+  provider response ids of its assistant messages, the folder names above it and any run id. It
+  may make the units one at a time (an iterator): planning attributes each as it comes.
 * ``load(unit, sink)`` reads a unit fully when its trajectory is assembled, returning an
   observation bundle (invocations without model-call refs, tool and compaction observations,
   gaps) and the *native calls*: one per assistant message that was a real model call.
