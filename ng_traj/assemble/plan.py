@@ -211,7 +211,7 @@ def plan(
         row = rows.pop()
         key = (row.identity.rollout_id, row.file.run)
         capture = attached.get(key, ()) if row.identity.derived else ()
-        units = tuple(native.get(("row", *key), ()))
+        units = native.get(("row", *key), ())
         named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
         named = shared.setdefault(named, named)
         location = (str(row.file.path), row.line, row.offset, row.size)
@@ -307,6 +307,7 @@ def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:
     """Runs per rollout id, rows per recorded run id, and the (rollout, run) keys several rows share."""
     index = RowIndex({}, {}, set())
     seen: dict[RowKey, _Row] = {}
+    alone: dict[str, tuple[str]] = {}
     for row in rows:
         key = (row.identity.rollout_id, row.file.run)
         if key in seen and row.identity.derived:
@@ -315,7 +316,9 @@ def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:
             sink.add(Diagnostic("warning", "rollout_id_repeated", message, path=str(row.file.path), line=row.line))
         seen.setdefault(key, row)
         runs = index.runs_by_id.get(row.identity.rollout_id, ())
-        if row.file.run not in runs:
+        if not runs:  # most rollout ids are in one run: one tuple per run, shared by its ids
+            index.runs_by_id[row.identity.rollout_id] = alone.setdefault(row.file.run, (row.file.run,))
+        elif row.file.run not in runs:
             index.runs_by_id[row.identity.rollout_id] = (*runs, row.file.run)
         for run_id in row.run_ids:
             index.rows_by_run_id.setdefault(run_id, set()).add(key)
@@ -333,12 +336,13 @@ def _attribute_units(
     captured: CaptureIds,
     stats: PlanStats,
     sink: DiagnosticSink,
-) -> dict[tuple[str, ...], list]:
-    """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``.
+) -> dict[tuple[str, ...], Sequence]:
+    """Units per target: ``("row", rollout, run)`` (a tuple, the slot's), ``("capture", rollout)``, or own
+    slots under ``("own",)``.
 
     Takes each reader's files out of ``inputs.native`` (which ``Inputs.planned`` empties anyway).
     """
-    targets: dict[tuple[str, ...], list] = {}
+    targets: dict[tuple[str, ...], Sequence] = {}
     for name in sorted(inputs.native):
         files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
         files.sort()
@@ -357,7 +361,8 @@ def _attribute_units(
         files.clear()  # the units keep the paths as text
         for unit, where in decided:
             if where.row is not None:
-                targets.setdefault(("row", *where.row), []).append(unit)
+                key = ("row", *where.row)
+                targets[key] = (*targets.get(key, ()), unit)  # the slot's own tuple: most rows have one unit
             elif where.capture_id is not None:
                 targets.setdefault(("capture", where.capture_id), []).append(unit)
             else:
