@@ -255,6 +255,44 @@ def test_a_reader_failing_on_one_file_while_indexing_costs_that_file(tmp_path):
     ]
 
 
+class _StreamingReader(_FragileReader):
+    """The fragile reader making its units one at a time: it raises on ``bad.jsonl`` after the units
+    of the files before it were made (and taken)."""
+
+    name = "streaming"
+
+    def index(self, files, sink):
+        sink.add(Diagnostic("info", "session_unattributed", "indexed", path=str(files[0])))
+        for path in files:
+            if path.name == "bad.jsonl":
+                raise KeyError("kind")
+            yield NativeUnit(self.name, path.stem, (str(path),))
+
+
+def test_a_streaming_reader_failing_midway_costs_that_file_and_each_unit_is_taken_once(tmp_path):
+    READERS["streaming"] = _StreamingReader()
+    made: list[str] = []
+
+    def each(unit):
+        made.append(unit.key)
+        return unit.key.upper()
+
+    try:
+        files = [tmp_path / name for name in ("a.jsonl", "bad.jsonl", "c.jsonl")]
+        seen: list[Diagnostic] = []
+        results = index_units("streaming", files, DiagnosticSink(seen.append), each)
+        with pytest.raises(ZeroDivisionError):  # what each raises is the caller's, not the reader's failure
+            index_units("streaming", files[:1], DiagnosticSink(), lambda unit: 1 / 0)
+    finally:
+        del READERS["streaming"]
+    assert results == ["A", "C"]  # the failed attempt's results are dropped, not returned twice
+    assert made == ["a", "a", "c"]
+    assert [(d.code, d.path) for d in seen] == [
+        ("native_load_failed", str(files[1])),
+        ("session_unattributed", str(files[0])),
+    ]
+
+
 def test_a_symlink_loop_under_a_manifest_path_is_one_unreadable_file(tmp_path):
     folder = tmp_path / "sessions" / "0-0"
     folder.mkdir(parents=True)

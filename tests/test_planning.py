@@ -160,19 +160,22 @@ def test_folder_names_are_those_of_the_resolved_parts(tmp_path, monkeypatch):
     (tmp_path / ".hidden" / "a").mkdir(parents=True)
     paths += [tmp_path / ".hidden" / "a" / "x.jsonl", tmp_path / "real" / "." / "deep" / "f.jsonl"]
     for path in paths:
-        expected = frozenset(part for part in resolved(path).parent.parts if part != "/")
+        expected = tuple(dict.fromkeys(part for part in resolved(path).parent.parts if part != "/"))
         assert folders_of([path]) == expected
         with resolved_folders():
             assert folders_of([path, path]) == expected
     both = folders_of(paths[:2])
-    assert both == frozenset(part for path in paths[:2] for part in resolved(path).parent.parts if part != "/")
-    assert folders_of([]) == frozenset()
+    assert both == tuple(
+        dict.fromkeys(part for path in paths[:2] for part in resolved(path).parent.parts if part != "/")
+    )
+    assert folders_of([]) == ()
 
 
-def test_joined_ids_share_a_set_that_holds_them_all():
-    one, two = frozenset({"a", "b"}), frozenset({"c"})
-    assert joined_ids([one]) is one and joined_ids([one, frozenset({"a"})]) is one
-    assert joined_ids([one, two]) == {"a", "b", "c"} and joined_ids([]) == frozenset()
+def test_joined_ids_share_a_scan_that_is_the_only_one():
+    one, two = ("a", "b"), ("c", "a")
+    assert joined_ids([one]) is one
+    assert joined_ids([two, one]) == ("a", "b", "c") and joined_ids([frozenset({"b", "a"})]) == ("a", "b")
+    assert joined_ids([]) == ()
 
 
 def test_capture_files_of_one_folder_are_claimed_alike(tmp_path):

@@ -10,7 +10,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.files import resolved_folders
 from ng_traj.sources.native import folders_of
 from ng_traj.sources.pi.observe import response_ids
-from ng_traj.sources.pi.session import read_session, scan_session
+from ng_traj.sources.pi.session import read_session, scan_header, scan_session
 
 SESSIONS = sorted(
     path
@@ -37,6 +37,13 @@ def _full(path) -> tuple:
 def _scanned(path) -> tuple:
     session, ids = scan_session(path)
     assert not session.entries
+    header = scan_header(path)  # read only as far as the header: the same session
+    assert (header.path, header.session_id, header.header, header.entries) == (
+        session.path,
+        session.session_id,
+        session.header,
+        [],
+    )
     return session.session_id, session.header, ids
 
 

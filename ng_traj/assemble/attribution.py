@@ -13,7 +13,7 @@ A rollout id that exists in several runs needs the manifest to name the run.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -98,17 +98,22 @@ class CaptureIds:
 
     Read from every capture file on first use only (exact-id attribution is the third way), keyed by
     ``response_id`` and by the call's exact set of tool-call ids (the fallback join key when a message has no response id).
+    ``stores`` gives ``(capture rollout id, its capture files)`` of every rollout, once asked (a
+    function, so that planning need not keep a second index of them); ``empty``: there are none.
     """
 
-    def __init__(self, capture: Mapping[tuple[str, str | None], Sequence[CaptureFiles]]) -> None:
-        self._capture = capture
+    def __init__(
+        self, stores: Callable[[], Iterable[tuple[str, Sequence[CaptureFiles]]]], *, empty: bool = False
+    ) -> None:
+        self._stores = stores
+        self._empty = empty
         self._built = False
         self.by_response: dict[str, set[str]] = {}
         self.by_tools: dict[frozenset[str], set[str]] = {}
 
     def _build(self) -> None:
         self._built = True
-        for (rollout, _), stores in self._capture.items():
+        for rollout, stores in self._stores():
             for files in stores:
                 for response in _responses(files.capture) if files.capture else ():
                     if isinstance(response.get("id"), str):
@@ -121,7 +126,7 @@ class CaptureIds:
     @property
     def empty(self) -> bool:
         """True when the build has no capture store at all."""
-        return not self._capture
+        return self._empty
 
     def rollouts(self, response_ids: Iterable[str], tool_sets: Iterable[frozenset[str]]) -> set[str]:
         """Capture rollout ids holding any of these response ids or exact tool-call id sets."""

@@ -14,6 +14,7 @@ import hashlib
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path, PurePosixPath
 
 from ng_traj.assemble.attribution import (
@@ -177,19 +178,28 @@ def plan(
     index = _row_index(rows, sink)
     index.labels = run_label_map(row.file.run for row in rows)
     _check_manifest_runs(manifest, {row.file.run for row in rows}, sink)
-    attached: dict[RowKey, list[CaptureFiles]] = {}
+    attached: dict[RowKey, tuple[CaptureFiles, ...]] = {}  # the slot's own tuple (most rows have one entry)
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
     for (rollout, manifest_run), stores in inputs.capture.items():
-        files = sorted(stores, key=lambda found: found.store)
+        files = tuple(sorted(stores, key=lambda found: found.store))
         known = index.runs_by_id.get(rollout, ())
         runs = manifest_runs([manifest_run] if manifest_run else [], known, index.labels)
         if len(runs) == 1 and (rollout, next(iter(runs))) not in index.repeated:
-            attached.setdefault((rollout, next(iter(runs))), []).extend(files)
+            key = (rollout, next(iter(runs)))
+            attached[key] = (*attached[key], *files) if key in attached else files
         else:
             ambiguous = sorted(runs) if len(runs) > 1 else [run for run in runs for _ in range(2)]
             orphans.setdefault(rollout, ([], ambiguous))[0].extend(files)
+    inputs.capture.clear()  # attached and orphans hold every entry: its keys and tuples let go before indexing
     index.capture_ids = set(orphans)
-    native = _attribute_units(inputs, index, list(manifest), stats, sink)
+    captured = CaptureIds(
+        lambda: chain(
+            ((key[0], files) for key, files in attached.items()),
+            ((rollout, files) for rollout, (files, _) in orphans.items()),
+        ),
+        empty=not attached and not orphans,
+    )
+    native = _attribute_units(inputs, index, list(manifest), captured, stats, sink)
     slots = [
         _orphan(inputs, index, rollout, files, runs, native.get(("capture", rollout), []), stats, sink)
         for rollout, (files, runs) in orphans.items()
@@ -200,8 +210,8 @@ def plan(
     while rows:  # in file order, each row's index entry dropped as its slot is made (never all of both held)
         row = rows.pop()
         key = (row.identity.rollout_id, row.file.run)
-        capture = tuple(attached.get(key, ())) if row.identity.derived else ()
-        units = tuple(native.get(("row", *key), ()))
+        capture = attached.get(key, ()) if row.identity.derived else ()
+        units = native.get(("row", *key), ())
         named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
         named = shared.setdefault(named, named)
         location = (str(row.file.path), row.line, row.offset, row.size)
@@ -297,6 +307,7 @@ def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:
     """Runs per rollout id, rows per recorded run id, and the (rollout, run) keys several rows share."""
     index = RowIndex({}, {}, set())
     seen: dict[RowKey, _Row] = {}
+    alone: dict[str, tuple[str]] = {}
     for row in rows:
         key = (row.identity.rollout_id, row.file.run)
         if key in seen and row.identity.derived:
@@ -305,7 +316,9 @@ def _row_index(rows: list[_Row], sink: DiagnosticSink) -> RowIndex:
             sink.add(Diagnostic("warning", "rollout_id_repeated", message, path=str(row.file.path), line=row.line))
         seen.setdefault(key, row)
         runs = index.runs_by_id.get(row.identity.rollout_id, ())
-        if row.file.run not in runs:
+        if not runs:  # most rollout ids are in one run: one tuple per run, shared by its ids
+            index.runs_by_id[row.identity.rollout_id] = alone.setdefault(row.file.run, (row.file.run,))
+        elif row.file.run not in runs:
             index.runs_by_id[row.identity.rollout_id] = (*runs, row.file.run)
         for run_id in row.run_ids:
             index.rows_by_run_id.setdefault(run_id, set()).add(key)
@@ -317,30 +330,39 @@ def _unit_named(inputs: Inputs, units: Sequence[NativeUnit]) -> set[str]:
 
 
 def _attribute_units(
-    inputs: Inputs, index: RowIndex, manifest: list[ManifestEntry], stats: PlanStats, sink: DiagnosticSink
-) -> dict[tuple[str, ...], list]:
-    """Units per target: ``("row", rollout, run)``, ``("capture", rollout)``, or own slots under ``("own",)``.
+    inputs: Inputs,
+    index: RowIndex,
+    manifest: list[ManifestEntry],
+    captured: CaptureIds,
+    stats: PlanStats,
+    sink: DiagnosticSink,
+) -> dict[tuple[str, ...], Sequence]:
+    """Units per target: ``("row", rollout, run)`` (a tuple, the slot's), ``("capture", rollout)``, or own
+    slots under ``("own",)``.
 
     Takes each reader's files out of ``inputs.native`` (which ``Inputs.planned`` empties anyway).
     """
-    captured = CaptureIds(inputs.capture)
-    targets: dict[tuple[str, ...], list] = {}
+    targets: dict[tuple[str, ...], Sequence] = {}
     for name in sorted(inputs.native):
         files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
         files.sort()
-        units = index_units(name, files, sink)
-        forget_regular(files)
-        files.clear()  # the units keep the paths as text
-        units.reverse()
-        while units:  # each unit let go (its response ids and folder names) once attributed
-            unit = units.pop()
+
+        def placed(unit: NativeUnit) -> tuple[NativeUnit, Attribution]:
+            """Where ``unit`` goes, and the unit without its response ids and folder names (attributed:
+            kept lean per slot), decided as the reader makes it (reports nothing: ``index_units``)."""
             where = attribute(unit, index, manifest, captured, _tool_sets)
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
                 where = Attribution(gap=gap, reason=f"rollout {where.row[0]} is on several rows of {where.row[1]}")
-            unit = replace(unit, response_ids=frozenset(), folders=frozenset())  # attributed: kept lean per slot
+            return replace(unit, response_ids=(), folders=()), where
+
+        decided = index_units(name, files, sink, placed)
+        forget_regular(files)
+        files.clear()  # the units keep the paths as text
+        for unit, where in decided:
             if where.row is not None:
-                targets.setdefault(("row", *where.row), []).append(unit)
+                key = ("row", *where.row)
+                targets[key] = (*targets.get(key, ()), unit)  # the slot's own tuple: most rows have one unit
             elif where.capture_id is not None:
                 targets.setdefault(("capture", where.capture_id), []).append(unit)
             else:

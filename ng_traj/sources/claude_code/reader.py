@@ -113,11 +113,15 @@ class ClaudeCodeReader:
                 if not paths:
                     continue
                 transcripts = _transcripts(session, DiagnosticSink())
-                ids = frozenset(
-                    rid
-                    for transcript in transcripts
-                    for line in transcript.lines
-                    if is_assistant(line) and (rid := response_id(line)) is not None
+                ids = tuple(
+                    sorted(
+                        {
+                            rid
+                            for transcript in transcripts
+                            for line in transcript.lines
+                            if is_assistant(line) and (rid := response_id(line)) is not None
+                        }
+                    )
                 )
                 key = _session_id(session, transcripts)
                 anchor = session.root or paths[0]

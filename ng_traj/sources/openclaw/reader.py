@@ -24,7 +24,7 @@ hold that no transcript before them holds counts.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -57,7 +57,7 @@ from ng_traj.sources.openclaw.store import (
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
 from ng_traj.sources.pi.forks import fork_header, fork_parents, fork_trees, observe_forks
 from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
-from ng_traj.sources.pi.session import Session, read_session, scan_session
+from ng_traj.sources.pi.session import Session, read_session, scan_header, scan_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
 OPENCLAW_CUSTOM = ("model-snapshot", "openclaw")
@@ -173,8 +173,13 @@ class OpenClawReader:
             return Claim(self.name, "OpenClaw session transcript")
         return None
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
-        """Units: PinchBench runs, store trees, then transcripts no store names."""
+    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
+        """Units: PinchBench runs, store trees, then transcripts no store names.
+
+        Made one at a time (an agents root's trees together): every transcript's header is read first
+        (``pi/session.scan_header``), and a unit's response ids only as the unit is made, so a caller
+        that takes each unit as it comes (``native.index_units``) never holds the ids of every session.
+        """
         stores_by_root: dict[Path, list[Path]] = {}
         transcripts = []
         for file in files:
@@ -188,7 +193,9 @@ class OpenClawReader:
         used: set[str] = set()
         covered: dict[Path, set[str]] = {}
         scans = _Scans()
-        units = [self._pinchbench(t, sink, used, covered, scans) for t in transcripts if pinchbench_run(t) is not None]
+        for transcript in transcripts:
+            if pinchbench_run(transcript) is not None:
+                yield self._pinchbench(transcript, sink, used, covered, scans)
         headers = {t: scans.header(t).session_id for t in transcripts if str(t) not in used}
         for root in sorted(stores_by_root):  # each root's stores and covered keys let go once its trees are made
             store_paths = stores_by_root.pop(root)
@@ -199,9 +206,8 @@ class OpenClawReader:
                     f"{entry.session_id}; the store names {transcript_names(entry)[0]}, which is not there)"
                 )
                 sink.add(Diagnostic("info", "session_transcript_renamed", message, path=str(path)))
-            units.extend(self._trees(stores, store_paths, sink, used, covered.pop(root, set()), scans))
-        units.extend(_loose(transcripts, sink, used, scans))
-        return units
+            yield from self._trees(stores, store_paths, sink, used, covered.pop(root, set()), scans)
+        yield from _loose(transcripts, sink, used, scans)
 
     def _pinchbench(
         self, transcript: Path, sink: DiagnosticSink, used: set[str], covered: dict[Path, set[str]], scans: _Scans
@@ -308,30 +314,28 @@ def _loose(transcripts: list[Path], sink: DiagnosticSink, used: set[str], scans:
 
 
 class _Scans:
-    """What indexing needs of each transcript (its header-only session and its response ids), each
-    transcript read once however many steps of indexing ask; diagnostics are left to loading.
+    """What indexing needs of each transcript: its header-only session, read once however many steps
+    of indexing ask, and its response ids, read when a unit is made (not kept: a unit holds its
+    own); diagnostics are left to loading.
 
-    Holds no entries, so an index of many transcripts stays small; it lives for one ``index`` call.
+    Holds no entries and no ids, so an index of many transcripts stays small; it lives for one
+    ``index`` call.
     """
 
     def __init__(self) -> None:
-        self._seen: dict[str, tuple[Session, frozenset[str]]] = {}
-
-    def _scan(self, path: Path) -> tuple[Session, frozenset[str]]:
-        found = self._seen.get(str(path))
-        if found is None:
-            session, ids = scan_session(path)
-            found = self._seen[str(path)] = (fork_header(session), ids)
-        return found
+        self._seen: dict[str, Session] = {}
 
     def header(self, path: Path) -> Session:
         """The transcript at ``path`` without its entries, its header cut to what forks need
         (``forks.fork_header``)."""
-        return self._scan(path)[0]
+        found = self._seen.get(str(path))
+        if found is None:
+            found = self._seen[str(path)] = fork_header(scan_header(path))
+        return found
 
-    def response_ids(self, path: Path) -> frozenset[str]:
-        """Provider response ids of the transcript's assistant messages (:func:`response_ids`)."""
-        return self._scan(path)[1]
+    def response_ids(self, path: Path) -> tuple[str, ...]:
+        """Provider response ids of the transcript's assistant messages (:func:`response_ids`), sorted."""
+        return tuple(sorted(scan_session(path)[1]))
 
 
 def _pinchbench_stores(agents: Path) -> list[Path]:

@@ -18,7 +18,7 @@ unit (one trajectory); the entries it copies from its ancestors are left out of 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from ng_traj.contract import ObservationGap
@@ -33,7 +33,7 @@ from ng_traj.sources.native import (
 )
 from ng_traj.sources.openclaw.reader import is_pi_family, sniffed_openclaw_transcript
 from ng_traj.sources.pi.forks import fork_header, fork_parents, fork_trees, observe_forks
-from ng_traj.sources.pi.session import scan_session
+from ng_traj.sources.pi.session import scan_header, scan_session
 from ng_traj.sources.sniff import Claim, Sniffed
 
 
@@ -49,29 +49,27 @@ class PiReader:
             return Claim(self.name, "pi session")
         return None
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
-        """One unit per session file without a parent among the inputs, with its forks; keyed by its id."""
-        sessions, responses = {}, {}
-        for path in files:
-            session, responses[str(path)] = scan_session(path)
-            sessions[str(path)] = fork_header(session)  # held for every file until the forks are known
-        units = []
+    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
+        """One unit per session file without a parent among the inputs, with its forks; keyed by its id.
+
+        Every file's header is read first (forks are grouped by them, ``scan_header``); a unit's
+        response ids are scanned as the unit is made, so a caller that takes each unit as it comes
+        (``native.index_units``) never holds the ids of every session.
+        """
+        sessions = {str(path): fork_header(scan_header(path)) for path in files}  # held until the forks are known
         for root, names in fork_trees(fork_parents(sessions)).items():
-            ids = joined_ids([responses.pop(name) for name in names])  # each file's ids let go with its unit
+            ids = joined_ids([tuple(sorted(scan_session(name)[1])) for name in names])
             paths = tuple(sorted(names))
             hints = (("root", root),)
-            units.append(
-                NativeUnit(
-                    self.name,
-                    sessions[root].session_id,
-                    paths,
-                    ids,
-                    folders_of(paths),
-                    hints=hints,
-                    anchor=root,
-                )
+            yield NativeUnit(
+                self.name,
+                sessions[root].session_id,
+                paths,
+                ids,
+                folders_of(paths),
+                hints=hints,
+                anchor=root,
             )
-        return units
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
         """Read the unit's session files (the root, then its forks) and observe them."""

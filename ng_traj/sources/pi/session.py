@@ -290,6 +290,27 @@ def _migrated(raw: dict[str, Any], version: int) -> dict[str, Any]:
     return raw
 
 
+def scan_header(path: str | Path) -> Session:
+    """The session :func:`scan_session` gives (its path, id and header, no entries), read only as far
+    as its header can be: to the first object that is the header, a ``kind: "header"`` layout or an
+    entry (an object whose ``type`` is text other than ``"session"``); objects before it without a
+    textual ``type`` are passed over, as a full read passes over them. Nothing is reported.
+
+    Indexing reads every file's header first (forks are grouped by them) and a unit's response ids
+    only when it makes the unit, so that no reader holds the ids of every file at once.
+    """
+    quiet = DiagnosticSink()
+    session = Session(str(path), Path(path).name.split(".jsonl")[0])
+    for line, value in _objects(path, session, quiet):
+        first = _first_object(session, value, line, quiet)
+        if first == "unsupported":
+            return Session(session.path, session.session_id)
+        kind = value.get("type")
+        if first == "header" or (kind != "session" and isinstance(kind, str)):
+            break  # the header, or the first entry: a later object is never read as the header
+    return Session(session.path, session.session_id, header=session.header)
+
+
 def scan_session(path: str | Path) -> tuple[Session, frozenset[str]]:
     """What indexing needs of a session file, without building its entries: the session with its header
     and no entries (``forks.header_only`` of :func:`read_session`), and the provider response ids
