@@ -7,7 +7,7 @@ from pydantic import ValidationError
 
 from ng_traj.assemble.project import ProjectionInputs, project, project_call
 from ng_traj.assemble.rollout import build_trajectory, fallback_invocation, without_payloads
-from ng_traj.contract import ModelServerRef, TrajectoryModelCall, TrajectoryRecord, TrajectoryToolCall
+from ng_traj.contract import AgentInvocation, ModelServerRef, TrajectoryModelCall, TrajectoryRecord, TrajectoryToolCall
 from ng_traj.writers.jsonl import record_json
 
 POLICY = {"type": "responses_api_models", "name": "policy"}
@@ -216,6 +216,32 @@ def test_fallback_status_from_response_error():
     )
     assert (fallback.invocation.status, fallback.invocation.error_type) == ("failed", "server_error")
     assert fallback_invocation({"response": {"output": []}}) is None
+
+
+@pytest.mark.parametrize(
+    "row",
+    [
+        {"responses_create_params": {"input": "q"}, "response": {"status": "completed", "output": []}},
+        {"responses_create_params": {"input": [{"role": "user", "content": "q"}, {"type": "no_such_item"}]}},
+        {
+            "response": {
+                "error": {"type": "timeout"},
+                "status": "cancelled",
+                "output": [{"role": "user", "content": "x"}],
+            }
+        },
+        {"response": {"error": {}, "output": [{"role": "user", "content": "x"}]}},
+        {"response": {"status": 3, "output": [{"role": "user", "content": "x"}]}},
+    ],
+)
+def test_the_fallback_invocation_is_the_one_pydantic_makes(row):
+    invocation = fallback_invocation(row).invocation
+    given = {name: getattr(invocation, name) for name in invocation.model_fields_set}
+    expected = AgentInvocation(**given)
+    assert invocation == expected and invocation.model_fields_set == expected.model_fields_set
+    assert list(invocation.__dict__) == list(AgentInvocation.model_fields)  # the writers' field order
+    assert invocation.model_dump_json() == expected.model_dump_json()
+    assert [type(item) for item in invocation.conversation] == [type(item) for item in expected.conversation]
 
 
 def test_raw_bodies_stand_in_for_unparsed_payloads():

@@ -25,6 +25,7 @@ from ng_traj.assemble.project import (
     project_call,
 )
 from ng_traj.contract import AgentInvocation, AgentObservationBundle, ModelCallRecord, ObservationGap, TrajectoryRecord
+from ng_traj.contract.base import built_model
 from ng_traj.contract.capture import PAYLOAD_KEYS
 from ng_traj.io.lines import JSON_TYPES
 from ng_traj.sources.capture.store import CaptureEvidence
@@ -145,11 +146,18 @@ def validated_bundle(value: Any) -> AgentObservationBundle | None:
 _STATUS = {"completed": "completed", "incomplete": "incomplete", "failed": "failed", "cancelled": "failed"}
 
 
+_FALLBACK_FIELDS_SET = frozenset({"invocation_id", "status", "error_type", "conversation"})
+"""The fields a fallback invocation is given (the others keep their defaults)."""
+
+
 def fallback_invocation(row: Mapping[str, Any]) -> Fallback | None:
     """The root invocation rebuilt from the row's request input and response output.
 
     ``None`` when the row has neither. Items that are not valid conversation items are dropped and
-    counted in the gap detail (``dropped_items=<n>``).
+    counted in the gap detail (``dropped_items=<n>``). The invocation is built without validating it
+    again: its id is text, its status one of the contract's and its error type text or null by
+    construction, and its items validated conversation items, which pydantic keeps as they are
+    (``tests/test_project.py`` compares it with the one pydantic makes).
     """
     params = row.get("responses_create_params")
     raw_input = params.get("input") if isinstance(params, dict) else None
@@ -166,11 +174,21 @@ def fallback_invocation(row: Mapping[str, Any]) -> Fallback | None:
     items, dropped = validate_items(values)
     error = response.get("error")
     status = "failed" if isinstance(error, dict) else _STATUS.get(str(response.get("status")), "unknown")
-    invocation = AgentInvocation(
-        invocation_id=FALLBACK_INVOCATION_ID,
-        status=status,
-        error_type=(str(error.get("code") or error.get("type") or "error") if isinstance(error, dict) else None),
-        conversation=items,
+    error_type = str(error.get("code") or error.get("type") or "error") if isinstance(error, dict) else None
+    invocation = built_model(
+        AgentInvocation,
+        {
+            "kind": "agent_invocation",
+            "invocation_id": FALLBACK_INVOCATION_ID,
+            "parent_invocation_id": None,
+            "spawned_by_tool_call_id": None,
+            "status": status,
+            "duration_ms": None,
+            "error_type": error_type,
+            "model_calls": [],
+            "conversation": items,
+        },
+        set(_FALLBACK_FIELDS_SET),
     )
     detail = f"dropped_items={dropped}" if dropped else None
     return Fallback(invocation, ObservationGap(code="conversation_from_rollout_record", detail=detail))

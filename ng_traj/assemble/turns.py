@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any
+from typing import Any, get_args
 
 from pydantic import TypeAdapter
 
@@ -150,11 +150,14 @@ def _call_ref(model_call_id: str | None, model_ref: ModelServerRef | None, respo
 
 
 def _turn(values: dict[str, Any]) -> TrajectoryTurn:
-    """A turn of ``values`` (every field, in order), validated only when an identity or the timestamp
-    is not of its type already (the counts are positive and the contents any JSON value by construction).
+    """A turn of ``values`` (every field, in order), validated only when an identity, the timestamp or
+    a ref is not exactly of its type already (the counts are positive and the contents any JSON value
+    by construction); otherwise built as pydantic would build it (``tests/test_turns_built.py``).
     """
-    if all(type(values[name]) is str for name in ("invocation_id", "task_id", "rollout_id")) and (
-        type(values["timestamp"]) is float
+    if (
+        all(type(values[name]) is str for name in ("invocation_id", "task_id", "rollout_id"))
+        and type(values["timestamp"]) is float
+        and all(type(ref) is ModelCallRef for ref in values["model_calls"])
     ):
         return built_model(TrajectoryTurn, values, fields_set=set(_TURN_FIELDS_SET))
     return TrajectoryTurn(**{key: value for key, value in values.items() if key != "resolved"})
@@ -192,6 +195,27 @@ def _items_adapter() -> TypeAdapter[list[Any]]:
     from ng_traj.contract.conversation import items_adapter
 
     return items_adapter()
+
+
+@cache
+def _item_members() -> frozenset[type]:
+    """The classes of the conversation union's members (``ConversationItem``'s tagged choices)."""
+    union = get_args(ConversationItem)[0]
+    return frozenset(get_args(member)[0] for member in get_args(union))
+
+
+def _dumped_items(items: Sequence[Any]) -> list[Any]:
+    """``items`` as JSON values, as the conversation's adapter dumps them (``mode="json"``).
+
+    An item of exactly one of the union's member classes (every item a validated or built conversation
+    holds) is dumped by its own class's serializer, the one the union's tag picks for it, without
+    building the union's adapter or calling its tag per item; a list holding anything else is dumped
+    by the adapter (``tests/test_turns_built.py`` compares both for every member).
+    """
+    members = _item_members()
+    if all(type(item) in members for item in items):
+        return [type(item).__pydantic_serializer__.to_python(item, mode="json") for item in items]
+    return _items_adapter().dump_python(list(items), mode="json")
 
 
 _REASONING, _MESSAGE, _CALL = 0, 1, 2
@@ -272,27 +296,27 @@ def _invocation_turns(
     segments = _merged(items, _segments(items), calls)
     if not segments:
         return []
-    dumped = _items_adapter().dump_python(list(items), mode="json")
+    dumped = _dumped_items(items)
     turns: list[TrajectoryTurn] = []
     steps = 0
     for number, (segment, call) in enumerate(zip(segments, _paired(items, segments, calls), strict=True), 1):
         output = [dumped[p] for p in segment]
         reasoning = [item for item in output if item.get("type") == "reasoning"]
         answer = [item for item in output if item.get("type") != "reasoning"]
-        turns.append(
-            TrajectoryTurn(
-                invocation_id=invocation.invocation_id,
-                task_id=task_id,
-                rollout_id=rollout_id,
-                turn_no=number,
-                timestamp=times.of(call),
-                question=dumped[: segment[0]],
-                answer=answer,
-                reasoning_content=reasoning or None,
-                step_count=steps,
-                model_calls=[call.ref] if call is not None and call.ref is not None else [],
-            )
-        )
+        values = {
+            "invocation_id": invocation.invocation_id,
+            "task_id": task_id,
+            "rollout_id": rollout_id,
+            "turn_no": number,
+            "timestamp": times.of(call),
+            "question": dumped[: segment[0]],
+            "answer": answer,
+            "reasoning_content": reasoning or None,
+            "resolved": None,
+            "step_count": steps,
+            "model_calls": [call.ref] if call is not None and call.ref is not None else [],
+        }
+        turns.append(_turn(values))
         steps += sum(item.get("type") == "function_call" for item in answer)
     return turns
 

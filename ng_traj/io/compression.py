@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import gzip
 import io
+import os
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -25,7 +26,7 @@ from typing import BinaryIO
 
 import zstandard
 
-from ng_traj.io.files import open_regular
+from ng_traj.io.files import open_regular, open_sized
 
 GZIP_MAGIC = b"\x1f\x8b"
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -66,22 +67,55 @@ def logical_path(path: Path) -> Path:
 def open_input(path: str | Path, buffering: int = io.DEFAULT_BUFFER_SIZE) -> BinaryIO:
     """Open ``path`` for reading its text: decompressed when its first bytes say gzip or Zstandard.
 
-    The returned file supports ``read`` and ``readline``; closing it closes the file.
+    The returned file supports ``read`` and ``readline``; closing it closes the file. A file smaller
+    than ``buffering`` bytes when opened is read whole at once, into memory no larger than the buffer
+    a file object would allocate (its descriptor closed at once), and read from there: many capture
+    files are a few KiB, and a file object's buffer, its checks and system calls cost more than
+    reading them. A larger file, or one that grew past that size while being read, is read through a
+    buffer of ``buffering`` bytes.
 
     Raises:
         OSError: The file cannot be opened or read, or is not a regular file (``io/files.py``).
     """
-    handle = open_regular(path, buffering)
+    descriptor, size = open_sized(path)
     try:
-        kind = compression_of(handle.peek(4)[:4])
+        text = _whole(descriptor, size) if size < buffering else None
+        if text is None:
+            os.set_blocking(descriptor, True)
+            handle: BinaryIO = os.fdopen(descriptor, "rb", buffering=buffering)  # type: ignore[assignment]
     except BaseException:
-        handle.close()
+        os.close(descriptor)
         raise
+    if text is not None:
+        os.close(descriptor)
+        handle = io.BytesIO(text)
+        kind = compression_of(text[:4])
+    else:
+        try:
+            kind = compression_of(handle.peek(4)[:4])  # type: ignore[attr-defined]
+        except BaseException:
+            handle.close()
+            raise
     if kind == "gzip":  # gzip's own 8 KiB buffer makes long lines slow to find: read in larger steps
         return io.BufferedReader(_GzipInput(handle), buffering)  # type: ignore[arg-type, return-value]
     if kind == "zstd":
         return io.BufferedReader(_ZstdRaw(handle), buffering)  # type: ignore[return-value]
-    return handle  # type: ignore[return-value]
+    return handle
+
+
+def _whole(descriptor: int, size: int) -> bytes | None:
+    """Every byte of the open regular file of ``size`` bytes, or ``None`` (read position back at 0)
+    when it holds more than ``size`` by now. Read until end of file, so a short read loses nothing."""
+    pieces: list[bytes] = []
+    total = 0
+    while total <= size:
+        piece = os.read(descriptor, size + 1 - total)
+        if not piece:
+            return pieces[0] if len(pieces) == 1 else b"".join(pieces)
+        pieces.append(piece)
+        total += len(piece)
+    os.lseek(descriptor, 0, os.SEEK_SET)
+    return None
 
 
 def is_compressed(path: str | Path) -> bool:

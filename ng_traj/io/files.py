@@ -58,14 +58,24 @@ def open_descriptor(path: str | Path) -> int:
     Raises:
         OSError: As :func:`open_regular`.
     """
+    return open_sized(path)[0]
+
+
+def open_sized(path: str | Path) -> tuple[int, int]:
+    """:func:`open_descriptor`'s descriptor and the file's size in bytes when it was opened (``fstat``).
+
+    Raises:
+        OSError: As :func:`open_regular`.
+    """
     descriptor = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
     try:
-        if not stat.S_ISREG(os.fstat(descriptor).st_mode):
+        status = os.fstat(descriptor)
+        if not stat.S_ISREG(status.st_mode):
             raise OSError(errno.EINVAL, NOT_REGULAR, str(path))
     except BaseException:
         os.close(descriptor)
         raise
-    return descriptor
+    return descriptor, status.st_size
 
 
 def read_regular(path: str | Path) -> bytes:
