@@ -200,6 +200,8 @@ def _items_adapter() -> TypeAdapter[list[Any]]:
 @cache
 def _item_members() -> frozenset[type]:
     """The classes of the conversation union's members (``ConversationItem``'s tagged choices)."""
+    from ng_traj.contract.conversation import ConversationItem  # the openai SDK's models: imported when needed
+
     union = get_args(ConversationItem)[0]
     return frozenset(get_args(member)[0] for member in get_args(union))
 
