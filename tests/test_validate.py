@@ -148,26 +148,31 @@ def test_a_rows_recorded_bundle_that_fails_the_contract_is_a_warning_after_attac
     assert "agent_observations_invalid" in [gap["code"] for gap in fourth["ng_trajectory"]["gaps"]]
 
 
-def test_a_session_transcript_is_named_once_by_every_command_that_reads_trajectories(tmp_path):
-    session = DEFECTS / "pi_session.jsonl"
+def _error_lines_of_every_reading_command(path, tmp_path):
+    """The ``error[`` lines of validate, report, show, export and convert given ``path``, each of which
+    must exit 1 and write nothing."""
+    seen = []
     for args in (
-        ["validate", session],
-        ["report", session, "-o", tmp_path / "report.html"],
-        ["show", session],
-        ["export", session, "--format", "otlp", "-o", tmp_path / "traces.jsonl"],
+        ["validate", path],
+        ["report", path, "-o", tmp_path / "report.html"],
+        ["show", path],
+        ["export", path, "--format", "otlp", "-o", tmp_path / "traces.jsonl"],
+        ["convert", path, "-o", tmp_path / "out.parquet"],
     ):
         result = run_cli(*args)
         assert result.exit_code == 1, args
-        lines = [line for line in result.stderr.splitlines() if "error[" in line]
-        assert lines == [
-            f"{session}: error[input_not_trajectories]: looks like a pi session, not trajectory records; "
-            f"build it first: ng-traj build {session} -o trajectories.jsonl"
-        ], args
-    assert not (tmp_path / "report.html").exists()
-    converted = run_cli("convert", session, "-o", tmp_path / "out.parquet")
-    assert converted.exit_code == 1
-    assert [line for line in converted.stderr.splitlines() if "error[" in line] == lines
-    assert not (tmp_path / "out.parquet").exists()
+        seen.append([line for line in result.stderr.splitlines() if "error[" in line])
+    assert not any((tmp_path / name).exists() for name in ("report.html", "traces.jsonl", "out.parquet"))
+    return seen
+
+
+def test_a_session_transcript_is_named_once_by_every_command_that_reads_trajectories(tmp_path):
+    session = DEFECTS / "pi_session.jsonl"
+    expected = [
+        f"{session}: error[input_not_trajectories]: looks like a pi session, not trajectory records; "
+        f"build it first: ng-traj build {session} -o trajectories.jsonl"
+    ]
+    assert _error_lines_of_every_reading_command(session, tmp_path) == [expected] * 5
 
 
 @pytest.mark.parametrize(
@@ -179,20 +184,11 @@ def test_a_session_transcript_is_named_once_by_every_command_that_reads_trajecto
 )
 def test_a_hermes_gateway_transcript_is_named_once_though_its_messages_have_tool_calls(tmp_path, name):
     transcript = shared_dir("producer-samples") / "hermes" / name
-    for args in (
-        ["validate", transcript],
-        ["report", transcript, "-o", tmp_path / "report.html"],
-        ["show", transcript],
-        ["export", transcript, "--format", "otlp", "-o", tmp_path / "traces.jsonl"],
-        ["convert", transcript, "-o", tmp_path / "out.parquet"],
-    ):
-        result = run_cli(*args)
-        assert result.exit_code == 1, args
-        lines = [line for line in result.stderr.splitlines() if "error[" in line]
-        assert lines == [
-            f"{transcript}: error[input_not_trajectories]: looks like a Hermes gateway transcript, not trajectory "
-            f"records; build it first: ng-traj build {transcript} -o trajectories.jsonl"
-        ], args
+    expected = [
+        f"{transcript}: error[input_not_trajectories]: looks like a Hermes gateway transcript, not trajectory "
+        f"records; build it first: ng-traj build {transcript} -o trajectories.jsonl"
+    ]
+    assert _error_lines_of_every_reading_command(transcript, tmp_path) == [expected] * 5
 
 
 def test_a_file_no_reader_claims_with_one_trajectory_field_is_still_checked_line_by_line(tmp_path):
