@@ -222,3 +222,26 @@ def test_an_output_inside_a_dataset_folder_is_a_usage_error_naming_the_dataset(t
     assert f"is inside the Parquet dataset {dataset}: a dataset folder holds only its own tables" in result.stderr
     assert "Traceback" not in result.stderr
     assert sorted(path.relative_to(dataset) for path in dataset.rglob("*")) == before
+
+
+def test_an_output_that_replaces_a_file_or_a_dataset_keeps_its_permissions(tmp_path):
+    private = tmp_path / "private.jsonl"
+    private.write_text("earlier\n")
+    private.chmod(0o600)
+    with atomic_file(private) as handle:
+        handle.write(b"new\n")
+    assert private.read_text() == "new\n" and (private.stat().st_mode & 0o777) == 0o600
+    new = tmp_path / "new.jsonl"
+    with atomic_file(new) as handle:
+        handle.write(b"x\n")
+    assert (new.stat().st_mode & 0o777) == 0o644
+    dataset = tmp_path / "out.parquet"
+    dataset.mkdir(mode=0o700)
+    dataset.chmod(0o700)
+    with atomic_directory(dataset) as folder:
+        (folder / "part").write_text("x")
+    assert (dataset / "part").exists() and (dataset.stat().st_mode & 0o777) == 0o700
+    fresh = tmp_path / "fresh.parquet"
+    with atomic_directory(fresh) as folder:
+        (folder / "part").write_text("x")
+    assert (fresh.stat().st_mode & 0o777) == 0o755

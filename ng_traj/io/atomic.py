@@ -16,6 +16,7 @@ import os
 import re
 import shlex
 import shutil
+import stat
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -262,6 +263,15 @@ class WholeWrites:
         return getattr(self._stream, name)
 
 
+def _kept_mode(target: Path, default: int) -> int:
+    """The permission bits of the output ``target`` replaces (a file's ``chmod 600`` stays as it was),
+    or ``default`` for a new output (``0o644`` a file, ``0o755`` a dataset folder)."""
+    try:
+        return stat.S_IMODE(os.stat(target).st_mode)
+    except OSError:
+        return default
+
+
 @contextlib.contextmanager
 def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
     """Open ``path`` for binary writing, atomically; ``-`` is standard output.
@@ -304,7 +314,7 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
             handle.flush()
             os.fsync(handle.fileno())
         check_interrupted()
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, _kept_mode(target, 0o644))
         os.replace(tmp, target)
     except AbortWrite:
         with contextlib.suppress(OSError):
@@ -351,7 +361,7 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         with _write_errors(str(target)):
             yield tmp
         check_interrupted()
-        os.chmod(tmp, 0o755)
+        os.chmod(tmp, _kept_mode(target, 0o755))
         if check is not None:
             check(target)
         if target.exists():
