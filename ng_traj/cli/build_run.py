@@ -24,9 +24,8 @@ from ng_traj.io.compression import logical_name
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, check_keys, compile_patterns
 from ng_traj.roles import parse_roles
-from ng_traj.sources.detect import KINDS
+from ng_traj.sources.detect import forcible_kinds
 from ng_traj.sources.manifest import read_manifest
-from ng_traj.sources.native import READERS
 from ng_traj.writers.spool import SpoolLines, spool_appender
 
 
@@ -90,7 +89,7 @@ def output_format(requested: str | None, output: str) -> str:
 
 
 def _check(request: BuildRequest) -> tuple[str, str]:
-    kinds = (*KINDS, *sorted(READERS))
+    kinds = forcible_kinds()
     if request.force_kind is not None and request.force_kind not in kinds:
         raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(kinds)}")
     _check_engine(request)
