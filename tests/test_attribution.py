@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import orjson
+import pytest
 
 from conftest import FIXTURES, run_cli, run_json
 
@@ -109,3 +110,51 @@ def test_attach_keeps_every_session_of_a_rollout(tmp_path):
     ]
     assert invocations == ["first", "second"]
     assert [inv["invocation_id"] for inv in row["ng_trajectory"]["invocations"]] == ["first", "second"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "sample", "name", "session"),
+    [
+        (
+            "claude_code",
+            "claude_code/cli_v3/input/9b5a4c6e-1f7d-4a5b-8c2e-000000000005.jsonl",
+            "session.jsonl",
+            "9b5a4c6e-1f7d-4a5b-8c2e-000000000005",
+        ),
+        (
+            "codex",
+            "codex/legacy/rollout-2025-07-01T10-00-00-0197c000-0000-7000-8000-000000000005.jsonl",
+            "session.jsonl",
+            "0197c000-0000-7000-8000-000000000005",
+        ),
+        ("opencode", "opencode/exports/input/ses_exp.json", "session.json", "ses_exp"),
+    ],
+)
+def test_a_manifest_kind_forces_every_reader_as_accepts(tmp_path, kind, sample, name, session):
+    root = tmp_path / "run"
+    _write(root / "rollouts.jsonl", [{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}}])
+    shutil.copy(FIXTURES / sample, root / name)
+    _write(root / "manifest.jsonl", [{"rollout_id": "0-0", "path": name, "kind": kind}])
+    result = run_cli(
+        "build",
+        root / "rollouts.jsonl",
+        root / name,
+        "--manifest",
+        root / "manifest.jsonl",
+        "-o",
+        tmp_path / "out.jsonl",
+    )
+    assert result.exit_code == 0, result.stderr
+    assert "manifest_row_invalid" not in result.stderr
+    records = [orjson.loads(line) for line in (tmp_path / "out.jsonl").read_bytes().splitlines()]
+    assert [(r["rollout_id"], [inv["invocation_id"] for inv in r["invocations"]]) for r in records] == [
+        ("0-0", [session])
+    ]
+
+
+def test_a_manifest_accepts_every_kind_as_accepts():
+    from ng_traj.sources.detect import forcible_kinds
+
+    assert {"rollouts", "capture", "claude_code", "codex", "hermes", "openclaw", "opencode", "pi"} <= set(
+        forcible_kinds()
+    )

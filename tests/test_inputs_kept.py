@@ -105,3 +105,23 @@ def test_an_output_under_the_input_folder_that_holds_trajectories_is_still_refus
     result = run_cli("report", folder, "-o", folder / "trajectories.jsonl")
     assert result.exit_code == 2 and "is one of the inputs" in result.stderr, result.stderr
     assert _digest(folder / "trajectories.jsonl") == before
+
+
+@pytest.mark.parametrize("link", ["same", "symlink", "hardlink"])
+@pytest.mark.parametrize("attach", [False, True], ids=["trajectories", "attach"])
+def test_build_refuses_to_write_over_its_manifest(tmp_path, link, attach):
+    rollouts = tmp_path / "rollouts.jsonl"
+    rollouts.write_text('{"_ng_task_index": 0, "_ng_rollout_index": 0, "response": {"output": []}}\n')
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"rollout_id": "0-0", "path": "rollouts.jsonl"}\n')
+    before = _digest(manifest)
+    output = manifest if link == "same" else tmp_path / "out.jsonl"
+    if link == "symlink":
+        output.symlink_to(manifest)
+    elif link == "hardlink":
+        output.hardlink_to(manifest)
+    extra = ("--attach",) if attach else ()
+    result = run_cli("build", rollouts, "--manifest", manifest, *extra, "-o", output)
+    assert result.exit_code == 2, result.stderr
+    assert f"error: output {output} is the --manifest file {manifest}; writing would replace it" in result.stderr
+    assert _digest(manifest) == before

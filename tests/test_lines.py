@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import sys
+
+import pytest
+
+from conftest import FIXTURES, run_cli
 from ng_traj.diagnostics import DiagnosticSink
-from ng_traj.io.lines import iter_json_lines, read_json_objects
+from ng_traj.io.lines import MAX_LINE_BYTES_LIMIT, iter_json_lines, read_json_objects
+
+BUILT = FIXTURES / "build" / "retained_run" / "expected.jsonl"
+BUILT_INPUT = FIXTURES / "build" / "retained_run" / "input"
 
 
 def test_numbers_offsets_and_blank_lines(tmp_path):
@@ -73,3 +81,31 @@ def test_nesting_deeper_than_orjson_allows_is_invalid_json_on_every_python(tmp_p
     values = [line.value for line in read_json_objects(path, DiagnosticSink(found.append))]
     assert values == [{"a": 1}, {"a": 3}]
     assert [(d.line, d.offset, d.severity, d.code) for d in found] == [(2, 8, "error", "invalid_json")]
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("build", BUILT_INPUT, "-o", "out.jsonl"),
+        ("validate", BUILT),
+        ("matrix", BUILT),
+        ("convert", BUILT, "-o", "out.parquet"),
+        ("export", BUILT, "--format", "otlp", "-o", "traces.jsonl"),
+        ("show", BUILT),
+        ("report", BUILT, "-o", "report.html"),
+    ],
+    ids=lambda args: args[0],
+)
+def test_a_max_line_bytes_past_the_bound_is_a_usage_error(tmp_path, args):
+    command, *rest = args
+    rest = [tmp_path / part if str(part).startswith(("out.", "traces.", "report.")) else part for part in rest]
+    result = run_cli(command, *rest, "--max-line-bytes", str(sys.maxsize))
+    assert result.exit_code == 2, result.output
+    assert "internal error" not in result.output
+    assert f"Invalid value for '--max-line-bytes': Input should be less than or equal to {1 << 40}" in result.output
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_largest_max_line_bytes_is_read_with():
+    result = run_cli("validate", BUILT, "--max-line-bytes", str(MAX_LINE_BYTES_LIMIT))
+    assert result.exit_code == 0, result.output

@@ -226,3 +226,29 @@ def test_a_record_identical_to_an_earlier_one_is_a_warning_in_the_file_and_acros
         f"{first}:3: warning[record_repeated]: the same record as line 1: a copy (NeMo Gym writes each rollout once)",
         f"{second}:1: warning[record_repeated]: the same record as {first}:1: a copy (NeMo Gym writes each rollout once)",
     ]
+
+
+def test_a_file_named_twice_by_any_path_is_validated_once(tmp_path):
+    path = tmp_path / "defects.jsonl"
+    path.write_bytes((DEFECTS / "missing_fields.jsonl").read_bytes())
+    (tmp_path / "link.jsonl").symlink_to(path)
+    (tmp_path / "hard.jsonl").hardlink_to(path)
+    alone = run_cli("validate", path)
+    assert alone.exit_code == 1 and "error[" in alone.stderr
+    again = run_cli(
+        "validate", path, path, tmp_path / "." / path.name, tmp_path / "link.jsonl", tmp_path / "hard.jsonl"
+    )
+    assert (again.exit_code, again.stderr) == (alone.exit_code, alone.stderr)
+    assert "invalid: 1 file," in again.stderr
+
+
+def test_a_dataset_named_twice_is_validated_once_and_not_compared_with_its_jsonl(tmp_path):
+    source = VALID / "trajectories.jsonl"
+    dataset = tmp_path / "x.parquet"
+    assert run_cli("convert", source, "-o", dataset).exit_code == 0
+    alone = run_cli("validate", dataset)
+    assert alone.exit_code == 0, alone.stderr
+    assert run_cli("validate", dataset, dataset).stderr == alone.stderr
+    beside = run_cli("validate", source, dataset)  # its conversion: a dataset is compared within itself only
+    assert beside.exit_code == 0, beside.stderr
+    assert "record_repeated" not in beside.stderr and "valid: 2 files," in beside.stderr

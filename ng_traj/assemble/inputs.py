@@ -20,7 +20,7 @@ from ng_traj.io.compression import CompressedStreamError, is_compressed, logical
 from ng_traj.io.files import check_regular, note_regular, resolved
 from ng_traj.io.lines import STREAM_INVALID, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
-from ng_traj.sources.detect import KINDS, claims, walk
+from ng_traj.sources.detect import claims, forcible_kinds, walk
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts.attached import ATTACH_OUTPUT, earlier_attach_outputs
@@ -262,7 +262,7 @@ def _classify(
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(file)))
         return
     found = claims(file, capture_folders)
-    forced = entry.kind if entry is not None and entry.kind in (*KINDS, *READERS) else force_kind
+    forced = entry.kind if entry is not None and entry.kind in forcible_kinds() else force_kind
     kinds = [forced] if forced else [claim.kind for claim in found]
     if forced and forced not in [claim.kind for claim in found]:
         looks = ", ".join(claim.description for claim in found) or "no known format"

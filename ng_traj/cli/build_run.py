@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 import tempfile
 from collections.abc import Callable, Iterator
@@ -24,9 +25,8 @@ from ng_traj.io.compression import logical_name
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, check_keys, compile_patterns
 from ng_traj.roles import parse_roles
-from ng_traj.sources.detect import KINDS
+from ng_traj.sources.detect import forcible_kinds
 from ng_traj.sources.manifest import read_manifest
-from ng_traj.sources.native import READERS
 from ng_traj.writers.spool import SpoolLines, spool_appender
 
 
@@ -90,7 +90,7 @@ def output_format(requested: str | None, output: str) -> str:
 
 
 def _check(request: BuildRequest) -> tuple[str, str]:
-    kinds = (*KINDS, *sorted(READERS))
+    kinds = forcible_kinds()
     if request.force_kind is not None and request.force_kind not in kinds:
         raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(kinds)}")
     _check_engine(request)
@@ -110,7 +110,34 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     elif output != STDOUT:
         refuse_compressed_name(output)
         check_file_target(Path(output))
+    if output != STDOUT and request.manifest is not None:
+        _refuse_manifest_as_output(request.manifest, Path(output))
     return output, chosen
+
+
+def _refuse_manifest_as_output(manifest: Path, output: Path) -> None:
+    """Stop before anything is read when ``output`` would replace the ``--manifest`` file: the same
+    file by any path (a symlink to it, a hard link of it), or, for a dataset, a folder holding it.
+    The rollouts and capture inputs are refused alike when the inputs are walked (``assemble/inputs.py``).
+
+    Raises:
+        RunError: As above, naming both.
+    """
+    if not output.exists() or not manifest.exists():
+        return
+    real, target = Path(os.path.realpath(manifest)), Path(os.path.realpath(output))
+    same = real == target
+    with contextlib.suppress(OSError):
+        same = same or os.path.samefile(manifest, output)
+    if same:
+        raise RunError(
+            f"output {output} is the --manifest file {manifest}; writing would replace it: name another output"
+        )
+    if target in real.parents:
+        raise RunError(
+            f"output {output} is a folder holding the --manifest file {manifest}; writing would remove it: "
+            "name another output"
+        )
 
 
 def _check_engine(request: BuildRequest) -> None:

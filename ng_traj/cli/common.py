@@ -28,6 +28,7 @@ from rich.markup import escape
 
 from ng_traj.diagnostics import RunError, printable
 from ng_traj.io.atomic import was_interrupted
+from ng_traj.io.lines import MAX_LINE_BYTES_LIMIT
 
 if TYPE_CHECKING:
     from ng_traj.contract.revisions import Release
@@ -37,7 +38,13 @@ EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 13
 DEBUG_HELP = "Show a traceback for unexpected errors."
 DebugOption = Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)]
 MaxLineBytesOption = Annotated[
-    int, typer.Option(metavar="BYTES", help="Skip (and report) input lines longer than this many bytes.", min=1)
+    int,
+    typer.Option(
+        metavar="BYTES",
+        help="Skip (and report) input lines longer than this many bytes (at most 1 TiB).",
+        min=1,
+        max=MAX_LINE_BYTES_LIMIT,
+    ),
 ]
 RELEASE_HELP = (
     "The NeMo Gym release whose trajectory models the JSON output must satisfy: 0.7 (nemo-gym 0.7.0 and "

@@ -71,6 +71,7 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
         if path.is_dir():
             _check_dataset_folder(path)
         refuse_parquet_file(path)
+    files = _named_once(files)
     from ng_traj.validate import Repeats, validate_dataset, validate_file
 
     tally = Tally()
@@ -96,6 +97,23 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
     code = EXIT_DATA if sink.errors or tally.nothing_validated else EXIT_OK
     _summary(tally, reporter, code)
     return code
+
+
+def _named_once(files: list[Path]) -> list[Path]:
+    """``files`` with each file or dataset kept at its first naming: a path that names one already
+    named (itself again, ``./x.jsonl``, a symlink to it, a hard link of it: the same ``(st_dev, st_ino)``)
+    is left out, as ``build``, ``matrix``, ``report`` and ``export`` read a path named twice once.
+    Read twice, its every error was reported twice, and its records were not ``record_repeated``
+    (they were compared with themselves, at the same place)."""
+    seen: set[tuple[int, int]] = set()
+    kept = []
+    for path in files:
+        info = path.stat()
+        identity = (info.st_dev, info.st_ino)
+        if identity not in seen:
+            seen.add(identity)
+            kept.append(path)
+    return kept
 
 
 def _summary(tally: Tally, reporter: Reporter, code: int) -> None:

@@ -33,6 +33,10 @@ from ng_traj.io.files import read_regular
 DEFAULT_MAX_LINE_BYTES = 1 << 30
 """Lines longer than 1 GiB are skipped with ``line_too_long``."""
 
+MAX_LINE_BYTES_LIMIT = 1 << 40
+"""The largest ``--max-line-bytes`` (1 TiB): a line is read into memory whole, and a bound past
+``sys.maxsize`` cannot even be passed to ``readline`` (``OverflowError``)."""
+
 _SKIP_STEP = 1 << 20
 BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte-order mark at the start of a file is not part of its first record."""

@@ -22,7 +22,13 @@ from ng_traj.sources.sniff import Claim, Sniffed, first_record, json_named, late
 from ng_traj.writers.dataset_paths import MANIFEST, parquet_kind
 
 KINDS = ("rollouts", "capture")
-"""Kinds ng-traj builds from; ``--as`` accepts these."""
+"""Kinds ng-traj builds from besides the native readers'; ``--as`` accepts these."""
+
+
+def forcible_kinds() -> tuple[str, ...]:
+    """Every kind ``--as`` and a manifest row's ``kind`` may force: :data:`KINDS`, then the name of
+    each registered native reader, sorted (``claude_code``, ``codex``, ``hermes``, ...)."""
+    return (*KINDS, *sorted(READERS))
 
 
 def _capture(s: Sniffed) -> Claim | None:

@@ -17,9 +17,6 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, quoted
 from ng_traj.io.files import resolved
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 
-MANIFEST_KINDS = ("rollouts", "capture", "pi", "openclaw", "hermes")
-"""Kinds a manifest row may force."""
-
 COLUMNS = ("rollout_id", "path", "kind", "run", "session_id")
 """The columns a manifest row may have; others are reported once each and ignored."""
 
@@ -148,6 +145,9 @@ def _problem(entry: ManifestEntry | None) -> str | None:
         return "needs rollout_id and path"
     if not entry.path.exists():
         return f"path {entry.path} does not exist"
-    if entry.kind is not None and entry.kind not in MANIFEST_KINDS:
-        return f"kind {entry.kind!r} is not one of {', '.join(MANIFEST_KINDS)}"
+    from ng_traj.sources.detect import forcible_kinds  # the readers: loaded by the build that reads a manifest
+
+    kinds = forcible_kinds()  # those --as accepts
+    if entry.kind is not None and entry.kind not in kinds:
+        return f"kind {entry.kind!r} is not one of {', '.join(kinds)}"
     return None
