@@ -11,7 +11,7 @@ import reprlib
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Severity = Literal["error", "warning", "info"]
 
@@ -159,9 +159,33 @@ LINE_SKIP_CODES = (
 
 
 def safe_text(value: object) -> str:
-    """``str(value)`` as valid UTF-8: bytes of a non-UTF-8 file name (surrogate escapes) become U+FFFD."""
+    """``str(value)`` as valid UTF-8: each byte of a non-UTF-8 file name (a surrogate escape, ``\\udcff``)
+    becomes one U+FFFD, as does any other lone surrogate; valid text is returned unchanged.
+
+    The one rule for a path (or any text holding one) that becomes text for JSON, Parquet, HTML or the
+    terminal: ``validate``, ``matrix``, ``build``, ``convert``, ``export``, ``report`` and ``show`` all
+    write such a name so. Never raises.
+    """
     text = str(value)
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace") if text.isascii() is False else text
+    if text.isascii():
+        return text
+    try:
+        return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    except UnicodeEncodeError:  # a surrogate no file name byte gives (U+D800..U+DC7F, U+DD00..U+DFFF)
+        return text.encode("utf-16", "surrogatepass").decode("utf-16", "replace")
+
+
+def safe_json(value: Any) -> Any:
+    """``value`` (JSON: dicts, lists, strings, numbers) with every string :func:`safe_text`, for a
+    value that may hold paths as given (a command's summary): orjson refuses surrogate escapes. A copy
+    (tuples become lists, as JSON writes them); other values are kept."""
+    if isinstance(value, str):
+        return safe_text(value)
+    if isinstance(value, dict):
+        return {safe_text(key) if isinstance(key, str) else key: safe_json(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [safe_json(item) for item in value]
+    return value
 
 
 QUOTE_LIMIT = 200
@@ -201,8 +225,9 @@ def plural(count: int, noun: str, nouns: str | None = None) -> str:
 
 
 def printable(text: str) -> str:
-    """``text`` with control characters escaped (see :data:`_CONTROLS`)."""
-    return text.translate(_CONTROLS) if not text.isprintable() else text
+    """``text`` for the terminal: valid UTF-8 (:func:`safe_text`: a non-UTF-8 file name's bytes as
+    U+FFFD) with control characters escaped (see :data:`_CONTROLS`)."""
+    return safe_text(text).translate(_CONTROLS) if not text.isprintable() else text
 
 
 @dataclass(frozen=True, slots=True)

@@ -21,6 +21,7 @@ from typing import Any
 import orjson
 
 from ng_traj.contract import ObservationGap
+from ng_traj.diagnostics import safe_text
 from ng_traj.io.compression import CompressedStreamError, open_input
 from ng_traj.io.files import resolved
 from ng_traj.sources.capture.record import derived_response, tool_calls_and_reasoning
@@ -63,8 +64,9 @@ class RowIndex:
 def run_label_map(runs: Iterable[str]) -> dict[str, str]:
     """Each run's label: the shortest tail of its absolute path that no other run of the build ends
     with (its file name when that is unique). Labels name runs in gap details and order rows of
-    equal rollout ids, so that output bytes do not depend on how, or from where, paths were typed."""
-    parts = {run: Path(os.path.abspath(run)).parts for run in set(runs)}
+    equal rollout ids, so that output bytes do not depend on how, or from where, paths were typed.
+    A label is text for JSON and Parquet: the bytes of a non-UTF-8 name are U+FFFD (``safe_text``)."""
+    parts = {run: tuple(safe_text(part) for part in Path(os.path.abspath(run)).parts) for run in set(runs)}
     labels = {}
     for run, mine in parts.items():
         others = [theirs for other, theirs in parts.items() if other != run]

@@ -29,7 +29,7 @@ from ng_traj.assemble.attribution import (
 )
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, safe_text
 from ng_traj.io.compression import logical_name
 from ng_traj.io.files import forget_regular, open_regular
 from ng_traj.io.lines import JsonLine, read_json_objects
@@ -227,10 +227,10 @@ def plan(
 def _file_label(label: str, path: str, file_labels: dict[tuple[str, str], str]) -> str:
     """The label of a row's rollouts file ``path`` in the run labelled ``label`` (a sidecar is named
     beside its run); ``file_labels`` holds the label of each (run label, rollouts file) made so far,
-    one string each."""
+    one string each; valid UTF-8, as the run label is (``safe_text``)."""
     file_label = file_labels.get((label, path))
     if file_label is None:
-        file_label = file_labels[(label, path)] = str(PurePosixPath(label).with_name(Path(path).name))
+        file_label = file_labels[(label, path)] = str(PurePosixPath(label).with_name(safe_text(Path(path).name)))
     return file_label
 
 

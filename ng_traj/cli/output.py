@@ -42,7 +42,16 @@ from rich.progress import (
 from rich.text import Text
 
 from ng_traj.cli.common import stderr_console, stdout_errors
-from ng_traj.diagnostics import CODES, OUTPUT_VERSION, Diagnostic, DiagnosticSink, RunError, printable, safe_text
+from ng_traj.diagnostics import (
+    CODES,
+    OUTPUT_VERSION,
+    Diagnostic,
+    DiagnosticSink,
+    RunError,
+    printable,
+    safe_json,
+    safe_text,
+)
 
 OUTPUT_FORMATS = ("text", "json", "github")
 
@@ -284,7 +293,7 @@ class Reporter:
         if self.output_format == "json":
             head = {"ng_traj_output": OUTPUT_VERSION, "type": "summary", "command": self.command}
             record = {**head, "exit_code": exit_code, "diagnostics": self.counts(), **data}
-            self._write(orjson.dumps(record) + b"\n", flush=True)
+            self._write(orjson.dumps(safe_json(record)) + b"\n", flush=True)
             return
         if self.output_format == "github":
             for path, message in problems:

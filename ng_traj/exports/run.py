@@ -15,6 +15,9 @@ Outputs (``-o OUT``):
 Every output replaces its target only when the export completes and wrote at least one rollout
 (``io.atomic``); an existing output folder only when it is empty or an earlier export's
 (:func:`check_folder`); an output that is, or is a folder holding, one of the inputs is refused.
+The completeness report is written first, just before the documents replace their target: an export
+whose report cannot be written leaves neither. Paths in the report are text as ``validate`` writes
+them (``diagnostics.safe_text``: the bytes of a non-UTF-8 file name as U+FFFD).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.exports.common import Completeness, Rollout, hex_id
 from ng_traj.io.atomic import AbortWrite, atomic_directory, atomic_file
 from ng_traj.records import read_inputs, refuse_input_as_output
@@ -69,13 +72,13 @@ class Outcome:
     def to_json(self) -> dict[str, Any]:
         rollout = self.rollout
         head = {
-            "source": rollout.source,
+            "source": safe_text(rollout.source),
             "line": rollout.position,
             "run": rollout.run,
             "task_id": rollout.task_id,
             "rollout_id": rollout.rollout_id,
             "status": self.status,
-            "output": self.output,
+            "output": None if self.output is None else safe_text(self.output),
             "reason": self.reason,
         }
         return {**{k: v for k, v in head.items() if v is not None}, **self.report.to_json()}
@@ -281,6 +284,7 @@ def export(
             _to_file(request, sink, redact, on_rollout, one, handle, result)
             if not result.written:
                 raise AbortWrite  # nothing exported: an earlier export at the output stays as it was
+            _write_report(request, result)  # before the documents: they never appear without it
     else:
         suffix = ".json" if request.format == "atif" else ".jsonl"
         check = lambda path: check_folder(path, suffix)  # noqa: E731
@@ -295,13 +299,23 @@ def export(
                     on_rollout()
             if not result.written:
                 raise AbortWrite
-        for outcome in result.outcomes:
-            if outcome.output is not None:
-                outcome.output = str(request.output / outcome.output)
-    if result.written:
-        with atomic_file(report_path(request.output)) as handle:
-            handle.write(report_bytes(request, result))
+            for outcome in result.outcomes:
+                if outcome.output is not None:
+                    outcome.output = str(request.output / outcome.output)
+            _write_report(request, result)  # before the documents: they never appear without it
     return result
+
+
+def _write_report(request: ExportRequest, result: Exported) -> None:
+    """Write the completeness report (atomically), inside the block writing the documents: a report
+    that cannot be made or written raises there, so the documents are dropped with it and an earlier
+    export at the output stays as it was.
+
+    Raises:
+        RunError: The report cannot be written (a full disk).
+    """
+    with atomic_file(report_path(request.output)) as handle:
+        handle.write(report_bytes(request, result))
 
 
 def _to_file(
@@ -331,7 +345,7 @@ def report_bytes(request: ExportRequest, result: Exported) -> bytes:
         "ng_traj_completeness": REPORT_VERSION,
         "format": request.format,
         "strict": request.strict,
-        "output": str(request.output),
+        "output": safe_text(request.output),
         "totals": {
             "rollouts": len(result.outcomes),
             "written": result.written,

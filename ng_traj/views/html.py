@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from ng_traj.diagnostics import safe_text
 from ng_traj.records import ReadRecord
 from ng_traj.views.meanings import CRITERIA_MEANINGS, VALUE_MEANINGS, gap_meaning
 from ng_traj.views.tree import rollout_view
@@ -97,7 +98,7 @@ def summary(index: int, read: ReadRecord, view: Mapping[str, Any]) -> dict[str, 
         "producer": read.producer,
         "reward": read.reward,
         "status": view["status"],
-        "where": f"{read.source}:{read.position}",
+        "where": safe_text(f"{read.source}:{read.position}"),  # a non-UTF-8 file name's bytes as U+FFFD
         "turns": totals["turns"],
         "model_calls": totals["model_calls"],
         "tool_calls": totals["tool_calls"],

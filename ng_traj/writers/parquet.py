@@ -16,6 +16,7 @@ with Arrow's vectorised kernels when a row group is written.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
@@ -120,7 +121,7 @@ class DatasetWriter:
     def _open(self, chunk: int) -> dict[str, pq.ParquetWriter]:
         files = {}
         for name in TABLES:
-            path = str(part_path(self.directory, name, chunk))
+            path = os.fsencode(part_path(self.directory, name, chunk))  # bytes: pyarrow takes no surrogates
             self._sinks[name] = sink = pa.BufferedOutputStream(pa.OSFile(path, "wb"), WRITE_BUFFER)
             files[name] = pq.ParquetWriter(
                 sink,

@@ -26,7 +26,7 @@ from pydantic import ValidationError
 from ng_traj.checks import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.contract import AgentObservationBundle, TrajectoryRecord
 from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, safe_text
 from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
 from ng_traj.input_kind import not_trajectories
 from ng_traj.io.atomic import AbortWrite
@@ -90,7 +90,7 @@ def jsonl_to_dataset(
         RunError: ``target`` cannot be written or holds something other than a dataset.
     """
     counts = Converted()
-    name, run = str(source), source.name
+    name, run = str(source), safe_text(source.name)  # the run column is text: no surrogate escapes
     reason = not_trajectories(source, max_line_bytes=max_line_bytes)
     if reason is not None:  # a session transcript, a capture file: said once, not once per line
         sink.add(Diagnostic("error", NOT_TRAJECTORIES, reason, path=name))

@@ -9,6 +9,7 @@ are computed from them and not needed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -48,6 +49,16 @@ class _Cursor:
         return taken, stray
 
 
+def _opened(file: Path) -> pa.NativeFile:
+    """``file`` opened for reading by its bytes (pyarrow takes a text path as UTF-8, which a non-UTF-8
+    name, surrogate escapes, is not).
+
+    Raises:
+        OSError: The file cannot be opened.
+    """
+    return pa.OSFile(os.fsencode(file), "rb")
+
+
 def _checked(path: Path, name: str, relative: str) -> int:
     """Rows of one chunk file of table ``name``, after checking it opens and has the row columns.
 
@@ -56,7 +67,8 @@ def _checked(path: Path, name: str, relative: str) -> int:
     """
     file = path / relative
     try:
-        metadata = pq.read_metadata(file)
+        with _opened(file) as handle:
+            metadata = pq.read_metadata(handle)
         names = metadata.schema.to_arrow_schema().names
     except (OSError, pa.ArrowException) as exc:
         raise DatasetError(f"{file}: {exc}") from exc
@@ -70,7 +82,7 @@ def _table_rows(path: Path, name: str, files: list[str]) -> Iterator[dict[str, A
     """The rows of table ``name`` (its row columns), file after file, batch by batch."""
     columns = SCHEMAS[name].names
     for relative in files:
-        with pq.ParquetFile(path / relative) as handle:
+        with _opened(path / relative) as source, pq.ParquetFile(source) as handle:
             if handle.metadata.num_row_groups == 0:  # pyarrow 18.0.0's iter_batches raises OSError for these
                 continue
             for batch in handle.iter_batches(_BATCH_ROWS, columns=columns):
