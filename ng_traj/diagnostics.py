@@ -64,7 +64,7 @@ BUILD_CODES: dict[str, str] = {
     "input_unclaimed": "no reader recognises the input; skipped",
     "input_ambiguous": "several readers claim the input; skipped",
     "forced_kind_mismatch": "--as or a manifest kind forces a kind the file does not look like",
-    "input_unsupported": "a recognised format ng-traj does not read yet; skipped",
+    "input_unsupported": "a recognised format ng-traj does not read yet, or ng-traj's own output; skipped",
     "task_input_rows": "rows with no response, reward or attachment: task inputs, not rollouts",
     "rollout_identity_unavailable": "a rollout row without identity keys, or with malformed ones; identified by file and line",
     "rollout_item_invalid": "items of a row's request input or response output that are not conversation items; left out of the fallback conversation",

@@ -28,13 +28,13 @@ from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.contract.revisions import keys_0_7
-from ng_traj.diagnostics import DiagnosticSink, RunError
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.io.spans import text_copies
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
 from ng_traj.records import ReadRecord, read_dataset_records, read_file, row_facts
 from ng_traj.sources.capture.record import token_stats
-from ng_traj.sources.detect import walk
+from ng_traj.sources.detect import own_output, walk
 from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import first_record
 from ng_traj.writers.dataset_paths import is_dataset
@@ -59,6 +59,9 @@ class MatrixInputs:
 
     records: list[Path] = field(default_factory=list)
     raw: list[Path] = field(default_factory=list)
+    own: list[tuple[Path, str]] = field(default_factory=list)
+    """Files of a named folder that ng-traj's export or report wrote there, with their description:
+    skipped (one info each), not built as raw inputs named one by one (a warning each)."""
 
 
 def _kind(file: Path) -> str:
@@ -96,8 +99,13 @@ def classify(paths: list[Path]) -> MatrixInputs:
         read = [file for file, kind in files if kind not in built]
         inputs.records.extend(read)
         if read:
-            inputs.raw.extend(file for file, kind in files if kind in built)
-        elif files:
+            for file, kind in files:
+                own = own_output(file) if kind in built and file != named else None
+                if own is not None:
+                    inputs.own.append((file, own))
+                elif kind in built:
+                    inputs.raw.append(file)
+        elif files:  # the build reports what it skips in the folder (ng-traj's own outputs as info)
             inputs.raw.append(named)
     return inputs
 
@@ -161,6 +169,8 @@ def all_records(
         RunError: A named path does not exist.
     """
     inputs = classify(paths)
+    for path, own in inputs.own:
+        sink.add(Diagnostic("info", "input_unsupported", f"recognised as {own}; skipped", path=str(path)))
     for path in inputs.records:
         yield from read_records(path, sink, max_line_bytes=max_line_bytes)
     if not inputs.raw:

@@ -38,7 +38,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
 from ng_traj.input_kind import holds_trajectories, not_trajectories
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
-from ng_traj.sources.detect import walk
+from ng_traj.sources.detect import own_output, walk
 from ng_traj.sources.sniff import json_named
 from ng_traj.writers.dataset_paths import is_dataset, refuse_parquet_file, table_folder_of
 from ng_traj.writers.jsonl import record_json
@@ -251,7 +251,9 @@ def read_inputs(
 ) -> Iterator[ReadRecord]:
     """Every record of the named inputs, in the order of :func:`input_files` (``outputs`` passed on).
     A file found in a named folder is read only when it is named as JSON Lines or JSON; any other is
-    one ``input_unclaimed`` info diagnostic.
+    one ``input_unclaimed`` info diagnostic. One that ng-traj itself wrote there (an export's ATIF
+    documents, OTLP traces or completeness report, a report's HTML page: ``detect.own_output``) is
+    one ``input_unsupported`` info diagnostic saying so, and is not read.
 
     Raises:
         RunError: A named path does not exist.
@@ -260,7 +262,10 @@ def read_inputs(
     named = set(paths)
     files = []
     for file in input_files(paths, outputs):
-        if file in named or file.is_dir() or json_named(file):
+        own = None if file in named or file.is_dir() else own_output(file)
+        if own is not None:
+            sink.add(Diagnostic("info", "input_unsupported", f"recognised as {own}; skipped", path=str(file)))
+        elif file in named or file.is_dir() or json_named(file):
             files.append(file)
         else:  # a README, a page, a table beside the records in a named folder
             sink.add(Diagnostic("info", "input_unclaimed", UNCLAIMED, path=str(file)))

@@ -479,3 +479,13 @@ def test_long_and_dot_rollout_ids_get_short_visible_distinct_names(tmp_path):
     assert ids == set(LONG_AND_DOT_IDS)
     run_json("export", source, "--format", "atif", "-o", tmp_path / "again")
     assert sorted(path.name for path in (tmp_path / "again").iterdir()) == names  # deterministic
+
+
+@pytest.mark.parametrize("fmt", ["atif", "otlp"])
+def test_standard_output_is_refused_saying_why_not_asking_for_the_o_given(fmt):
+    """``-o -`` was answered "name an output path with -o", though -o was given."""
+    result = run_cli("export", RETAINED, "--format", fmt, "-o", "-")
+    assert result.exit_code == 2 and result.stdout == ""
+    (line,) = result.stderr.splitlines()
+    assert line.startswith("error: -o -: export cannot write to standard output: it writes several files")
+    assert "completeness report" in line and "name an output path with -o" not in line

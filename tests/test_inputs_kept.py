@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import shutil
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,72 @@ def test_build_refuses_to_write_over_its_manifest(tmp_path, link, attach):
     assert result.exit_code == 2, result.stderr
     assert f"error: output {output} is the --manifest file {manifest}; writing would replace it" in result.stderr
     assert _digest(manifest) == before
+
+
+OWN_OUTPUTS = {  # what the export and report below leave in the folder, and how each is named when skipped
+    "atif.completeness.json": "an ng-traj export's completeness report",
+    "report.html": "an HTML report ng-traj report wrote",
+    "traces.jsonl": "OpenTelemetry traces ng-traj export wrote",
+    "traces.jsonl.completeness.json": "an ng-traj export's completeness report",
+    **{f"atif/{rollout}.json": "an ATIF document ng-traj export wrote" for rollout in ("0-0", "5-1", "s7.eval-0")},
+}
+
+
+def _skipped_as_own(stderr: str, folder) -> dict[str, str]:
+    """``relative path -> description`` of the ``info[input_unsupported]`` lines naming ng-traj's own outputs."""
+    found = {}
+    for line in stderr.splitlines():
+        path, sep, rest = line.partition(": info[input_unsupported]: recognised as ")
+        if sep and rest.endswith(" (ng-traj's own output, not an input); skipped"):
+            found[str(Path(path).relative_to(folder))] = rest.removesuffix(
+                " (ng-traj's own output, not an input); skipped"
+            )
+    return found
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("show",),
+        ("report", "-o", "REPORT2"),
+        ("export", "-f", "atif", "-o", "ATIF2"),
+        ("export", "-f", "otlp", "-o", "OTLP2"),
+        ("matrix",),
+    ],
+    ids=["show", "report", "export-atif", "export-otlp", "matrix"],
+)
+def test_outputs_of_export_and_report_in_a_named_folder_are_skipped_as_ng_trajs_own(tmp_path, command):
+    """An export's ATIF documents, traces and completeness reports, and a report's page, left in the
+    input folder, were read as foreign input: an ``input_not_trajectories`` error each (export exited
+    1), or for matrix an ``input_unclaimed`` warning each. Each is now one info line naming it as
+    ng-traj's own output."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(BUILT, folder / "trajectories.jsonl")
+    assert run_cli("export", folder, "-f", "atif", "-o", folder / "atif").exit_code == 0
+    assert run_cli("report", folder, "-o", folder / "report.html").exit_code == 0
+    assert run_cli("export", folder, "-f", "otlp", "-o", folder / "traces.jsonl").exit_code == 1  # 3 untimed
+    named = {"REPORT2": tmp_path / "r.html", "ATIF2": tmp_path / "atif", "OTLP2": tmp_path / "t.jsonl"}
+    verbose = () if command[0] == "show" else ("--verbose",)  # show summarises infos, naming the first
+    result = run_cli(*command[:1], folder, *(named.get(arg, arg) for arg in command[1:]), *verbose)
+    assert "error[" not in result.stderr and "warning[input_" not in result.stderr, result.stderr
+    assert result.exit_code == (1 if command[-1] == "OTLP2" else 0), result.stderr  # otlp: the 3 untimed rollouts
+    if command[0] == "show":
+        assert "info[input_unsupported]: 17 times: " in result.stderr
+        assert f"(the first: {folder / 'atif.completeness.json'})" in result.stderr
+        return
+    skipped = _skipped_as_own(result.stderr, folder)
+    assert {path: skipped.get(path) for path in OWN_OUTPUTS} == OWN_OUTPUTS
+    assert len(skipped) == 17  # 13 ATIF documents, 2 completeness reports, the traces and the page
+
+
+def test_a_foreign_html_page_or_json_document_in_a_folder_is_not_taken_for_ng_trajs_own(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(BUILT, folder / "trajectories.jsonl")
+    (folder / "notes.html").write_text("<html><title>ng-traj report</title></html>")
+    (folder / "other.json").write_text('{"schema_version": "ATIF-v1.8", "steps": []}')
+    result = run_cli("report", folder, "-o", tmp_path / "r.html", "--verbose")
+    assert _skipped_as_own(result.stderr, folder) == {}
+    assert f"{folder / 'notes.html'}: info[input_unclaimed]" in result.stderr
+    assert f"{folder / 'other.json'}:1: error[schema_version_unsupported]" in result.stderr  # read, as before

@@ -42,7 +42,8 @@ def _dataset(tmp_path: Path) -> Path:
 
 
 def _every_command(tmp_path: Path) -> list[tuple[list, str]]:
-    """``(arguments, stream holding the JSON lines)`` for each command, in its two placements where it has them."""
+    """``(arguments, stream holding the JSON lines)`` for every command with ``--output-format`` (``show``
+    has none), in its two placements where it has them."""
     broken = tmp_path / "broken.jsonl"
     broken.write_bytes(RETAINED_EXPECTED.read_bytes() + b"{not json\n" + b'{"schema_version": "2.0"}\n')
     return [
@@ -54,12 +55,17 @@ def _every_command(tmp_path: Path) -> list[tuple[list, str]]:
         (["matrix", MATRIX / "rows.jsonl", "--format", "json"], "stderr"),
         (["convert", broken, "-o", tmp_path / "c.parquet"], "stdout"),
         (["convert", _dataset(tmp_path), "-o", "-"], "stderr"),
+        (["export", RETAINED_EXPECTED, "-f", "atif", "-o", tmp_path / "atif"], "stdout"),
+        (["export", broken, "-f", "otlp", "-o", tmp_path / "traces.jsonl"], "stdout"),
+        (["export", RETAINED_EXPECTED, "-f", "otlp", "--split", "--strict", "-o", tmp_path / "split"], "stdout"),
+        (["report", RETAINED_EXPECTED, "--compare", broken, "-o", tmp_path / "r.html"], "stdout"),
+        (["report", tmp_path / "empty.jsonl", "-o", tmp_path / "nothing.html"], "stdout"),
     ]
 
 
 def test_every_json_line_of_every_command_validates_against_the_committed_schema(tmp_path):
     (tmp_path / "empty.jsonl").write_text("\n")
-    seen = set()
+    seen, codes = set(), set()
     for args, stream in _every_command(tmp_path):
         result = run_cli(*args, "--output-format", "json")
         if result.exit_code == 2:
@@ -69,9 +75,12 @@ def test_every_json_line_of_every_command_validates_against_the_committed_schema
         other = result.stderr if stream == "stdout" else result.stdout
         assert "ng_traj_output" not in other, args  # nothing of the report on the other stream
         assert lines[-1]["exit_code"] == result.exit_code
+        codes.add((args[0], result.exit_code))
         seen.update((line["type"], line.get("command"), line.get("severity")) for line in lines)
-    assert {("summary", command, None) for command in ("build", "validate", "matrix", "convert")} <= seen
+    commands = ("build", "validate", "matrix", "convert", "export", "report")
+    assert {("summary", command, None) for command in commands} <= seen
     assert {("diagnostic", None, severity) for severity in ("error", "warning")} <= seen
+    assert {("export", 1), ("report", 0), ("report", 1)} <= codes
 
 
 def test_json_of_the_shared_samples_has_every_diagnostic_whatever_quiet_says(tmp_path):

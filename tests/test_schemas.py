@@ -167,3 +167,16 @@ def test_field_descriptions_are_the_attribute_docstrings_read_by_the_schema_gene
     assert "description" not in definitions["EasyInputMessage"]["properties"]["role"]  # no docstring
     text = definitions["ResponseInputTextParam"]["properties"]["text"]  # the SDK's typed dict, inside ours
     assert text["description"] == "The text input to the model."
+
+
+def test_schema_help_names_every_schema_from_the_one_list_of_names():
+    """``schema --help`` is built from ``SCHEMA_NAMES``: it named three of the four by hand, leaving
+    out ``ng_trajectory_pre_0_7``; the list of names agrees with the models the schemas come from."""
+    from ng_traj.contract.schemas import EARLIER, SCHEMA_MODELS
+
+    assert (*SCHEMA_MODELS, EARLIER) == SCHEMA_NAMES
+    result = run_cli("schema", "--help")
+    assert result.exit_code == 0
+    shown = " ".join(result.stdout.split())  # as wrapped, one space between words
+    for name in SCHEMA_NAMES:
+        assert f"{name} (" in shown, name

@@ -129,7 +129,11 @@ def _run(
     if format_ not in FORMATS:
         raise RunError(f"--format {format_!r}: choose atif or otlp")
     if str(output) == STDOUT:
-        raise RunError("name an output path with -o (the completeness report is written beside it)")
+        raise RunError(
+            "-o -: export cannot write to standard output: it writes several files (a document per rollout, "
+            "or traces) and a completeness report beside them; name a folder or file, such as -o atif/ "
+            "or -o traces.jsonl"
+        )
     if not output.name or output.name in (".", ".."):  # '', '.', 'x/..': no name to put the report beside
         raise RunError(f"-o {str(output)!r} names no file or folder: give one, such as -o atif/ or -o traces.jsonl")
     from ng_traj.exports.run import check_report

@@ -190,7 +190,9 @@ class Reporter:
     """Writes one command's diagnostics (as ``DiagnosticSink.emit``) and its summary.
 
     Args:
-        command: ``build``, ``validate``, ``matrix`` or ``convert``: the summary's ``command``.
+        command: ``build``, ``validate``, ``matrix``, ``convert``, ``export`` or ``report``, the
+            summary's ``command``, each with its summary model in ``ng_traj/contract/output.py``; or
+            ``show``, which writes text only.
         output_format: One of :data:`OUTPUT_FORMATS`.
         level: -1 ``--quiet``, 0 default, 1 ``--verbose`` (text and github only).
         results_on_stdout: Standard output carries the command's results; everything goes to stderr.

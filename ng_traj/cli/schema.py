@@ -11,6 +11,7 @@ from rich.markup import escape
 
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, guarded, stderr_console, stdout_errors
 from ng_traj.diagnostics import RunError
+from ng_traj.schema_names import names_help
 
 
 def command(
@@ -18,8 +19,8 @@ def command(
         str | None,
         typer.Argument(
             metavar="NAME",
-            help="ng_trajectory, ng_agent_observations or ng_traj_output (a line of --output-format json); "
-            "all when omitted, one JSON document after another (on a terminal, each headed by its name).",
+            help=f"{names_help()}; all when omitted, one JSON document after another (on a terminal, each "
+            "headed by its name).",
         ),
     ] = None,
     write: Annotated[

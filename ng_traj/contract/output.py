@@ -159,8 +159,57 @@ class ConvertSummaryLine(_Summary):
     """Records left out because they break the contract or are no trajectory."""
 
 
+class ExportedRollout(_Strict):
+    """One rollout of an ``export``, as the completeness report records it."""
+
+    rollout_id: str
+    status: Literal["complete", "lossy", "refused", "not_written"]
+    """``complete``: nothing lost; ``lossy``: written, something the format cannot hold left out;
+    ``refused``: left out by ``--strict``; ``not_written``: it could not be exported."""
+    output: str | None
+    """The file it was written to; null when it was not written."""
+    summary: str
+    """The rollout's line of the text summary."""
+
+
+class ExportSummaryLine(_Summary):
+    """The totals of ``ng-traj export``."""
+
+    command: Literal["export"]
+    exit_code: Literal[0, 1, 3]  # type: ignore[assignment]
+    """0 everything exported, nothing lost; 3 everything exported, something lost (see the
+    completeness report); 1 input lines skipped, rollouts refused or not written, or nothing exported."""
+    format: Literal["atif", "otlp"]
+    output: str
+    """The output folder (ATIF, OTLP with ``--split``) or file (OTLP)."""
+    report: str
+    """The completeness report's path (``OUT.completeness.json``)."""
+    written: Count
+    """Rollouts written."""
+    rollouts: list[ExportedRollout]
+    """Every rollout read, in input order."""
+
+
+class ReportSummaryLine(_Summary):
+    """The totals of ``ng-traj report``."""
+
+    command: Literal["report"]
+    rollouts: Count
+    """Rollouts in the report (0: nothing was written, exit code 1)."""
+    compared: Count
+    """Rollouts of the ``--compare`` inputs (0 without ``--compare``)."""
+    output: str
+    """The HTML file's path."""
+
+
 SummaryLine = Annotated[
-    BuildSummaryLine | ValidateSummaryLine | MatrixSummaryLine | ConvertSummaryLine, Field(discriminator="command")
+    BuildSummaryLine
+    | ValidateSummaryLine
+    | MatrixSummaryLine
+    | ConvertSummaryLine
+    | ExportSummaryLine
+    | ReportSummaryLine,
+    Field(discriminator="command"),
 ]
 
 

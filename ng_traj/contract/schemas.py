@@ -24,6 +24,8 @@ from ng_traj.contract.observations import AgentObservationBundle
 from ng_traj.contract.output import OutputLine
 from ng_traj.contract.revisions import ITEM_KEYS_0_7, ITEM_TYPES_0_7, METADATA_KEYS_0_7
 from ng_traj.contract.trajectory import TrajectoryRecord
+from ng_traj.schema_names import EARLIER
+from ng_traj.schema_names import SCHEMA_NAMES as SCHEMA_NAMES  # re-exported: the callers import it from here
 
 DIALECT = "https://json-schema.org/draft/2020-12/schema"
 
@@ -32,11 +34,8 @@ SCHEMA_MODELS: dict[str, type[BaseModel]] = {
     "ng_agent_observations": AgentObservationBundle,
     "ng_traj_output": OutputLine,
 }
-"""Schema name -> model; written as ``schemas/<name>.schema.json``."""
-
-EARLIER = "ng_trajectory_pre_0_7"
-"""``ng_trajectory`` as nemo-gym releases before 0.7.0 accept it: without the fields 0.7.0 added."""
-SCHEMA_NAMES: tuple[str, ...] = (*SCHEMA_MODELS, EARLIER)
+"""Schema name -> model; written as ``schemas/<name>.schema.json``. With :data:`EARLIER` (derived
+from ``ng_trajectory``), these are :data:`ng_traj.schema_names.SCHEMA_NAMES`, in that order (a test checks it)."""
 
 
 def schema_document(name: str) -> dict[str, object]:

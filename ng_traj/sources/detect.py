@@ -76,12 +76,57 @@ def _parquet(s: Sniffed) -> Claim | None:
     return Claim("unsupported", kind) if kind is not None else None
 
 
+OWN_OUTPUT_NOTE = "ng-traj's own output, not an input"
+
+REPORT_MARKERS = (b'<meta name="generator" content="ng-traj">', b'<script type="application/json" id="data-rollouts">')
+"""What an HTML report ``ng-traj report`` wrote holds in its first :data:`REPORT_HEAD_BYTES` (the
+generator line; reports written before it had the rollouts' data block, after the page's styles)."""
+REPORT_HEAD_BYTES = 64 << 10
+
+
+def _own_export(s: Sniffed) -> Claim | None:
+    """What ``ng-traj export`` and ``ng-traj report`` write: ATIF documents, OTLP traces, completeness
+    reports (each carrying ng-traj's name) and HTML reports; recognised so that an export or report
+    inside a folder named again is skipped as ng-traj's own output, not read as a foreign input."""
+    first = s.first
+    if isinstance(first, dict):
+        if "ng_traj_completeness" in first:
+            return Claim("unsupported", f"an ng-traj export's completeness report ({OWN_OUTPUT_NOTE})")
+        if str(first.get("schema_version", "")).startswith("ATIF-"):
+            exporter = first.get("extra", {}).get("ng_traj", {}).get("exporter", {})
+            if exporter.get("name") == "ng-traj":
+                return Claim("unsupported", f"an ATIF document ng-traj export wrote ({OWN_OUTPUT_NOTE})")
+        spans = first.get("resourceSpans")
+        if isinstance(spans, list) and spans:
+            scopes = spans[0].get("scopeSpans") or [{}]
+            if scopes[0].get("scope", {}).get("name") == "ng-traj":
+                return Claim("unsupported", f"OpenTelemetry traces ng-traj export wrote ({OWN_OUTPUT_NOTE})")
+        return None
+    if first is None and s.path.name.endswith(".html"):
+        try:
+            with open(s.path, "rb") as handle:
+                head = handle.read(REPORT_HEAD_BYTES)
+        except OSError:
+            return None
+        if any(marker in head for marker in REPORT_MARKERS):
+            return Claim("unsupported", f"an HTML report ng-traj report wrote ({OWN_OUTPUT_NOTE})")
+    return None
+
+
+def own_output(path: Path) -> str | None:
+    """The description of ``path`` when it is one of ng-traj's own export or report outputs
+    (:func:`_own_export`), else ``None``."""
+    claim = _sniff(_own_export, Sniffed(path, first_record(path) if json_named(path) else None))
+    return claim.description if claim is not None else None
+
+
 SNIFFERS: list[Callable[[Sniffed], Claim | None]] = [
     _capture,
     _rollouts,
     _capture_shaped,
     _trajectories,
     _parquet,
+    _own_export,
 ]
 """Every sniffer; a new reader adds its own here."""
 
