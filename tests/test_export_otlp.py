@@ -182,6 +182,15 @@ def test_a_directory_output_without_split_is_a_usage_error(tmp_path):
     assert "is a directory" in result.stderr
 
 
+@pytest.mark.parametrize("option", ["--agent-version", "--session-id"])
+def test_an_atif_only_option_with_otlp_is_a_usage_error(tmp_path, option):
+    out = tmp_path / "traces.jsonl"
+    result = run_cli("export", RETAINED, "--format", "otlp", option, "1.4", "-o", out)
+    assert result.exit_code == 2
+    assert f"error: {option} is for --format atif (OTLP traces have no place for it)" in result.stderr
+    assert not out.exists()
+
+
 @pytest.mark.parametrize("flag", ["--redact"])
 def test_redaction_masks_secrets_in_the_trace(tmp_path, flag):
     value = clean_rollout()

@@ -70,11 +70,13 @@ def command(
     ] = False,
     split: Annotated[bool, typer.Option("--split", help="otlp: one file per rollout, in the folder OUT.")] = False,
     agent_version: Annotated[
-        str,
+        str | None,
         typer.Option(
-            "--agent-version", metavar="TEXT", help="atif: the agent.version to write (the inputs carry none)."
+            "--agent-version",
+            metavar="TEXT",
+            help="atif: the agent.version to write (default: unknown; the inputs carry none).",
         ),
-    ] = "unknown",
+    ] = None,
     session_id: Annotated[
         str | None,
         typer.Option("--session-id", metavar="TEXT", help="atif: the session_id to write (default: the run's label)."),
@@ -119,7 +121,7 @@ def _run(
     output: Path,
     strict: bool,
     split: bool,
-    agent_version: str,
+    agent_version: str | None,
     session_id: str | None,
     mask: Callable[[Any], Any] | None,
     max_line_bytes: int,
@@ -141,6 +143,9 @@ def _run(
     check_report(output)
     if split and format_ != "otlp":
         raise RunError("--split is for --format otlp (ATIF is one file per rollout already)")
+    if format_ == "otlp" and (agent_version is not None or session_id is not None):
+        given = "--agent-version" if agent_version is not None else "--session-id"
+        raise RunError(f"{given} is for --format atif (OTLP traces have no place for it)")
     if format_ == "otlp" and not split and output.is_dir():
         raise RunError(f"{output} is a directory: an OTLP export is one .jsonl file (or use --split)")
     if (format_ == "atif" or split) and output.exists() and not output.is_dir():
@@ -153,7 +158,7 @@ def _run(
         format_,
         strict,
         split,
-        agent_version,
+        agent_version or "unknown",
         session_id,
         max_line_bytes,  # type: ignore[arg-type]
     )
