@@ -102,7 +102,8 @@ def test_a_max_line_bytes_past_the_bound_is_a_usage_error(tmp_path, args):
     result = run_cli(command, *rest, "--max-line-bytes", str(sys.maxsize))
     assert result.exit_code == 2, result.output
     assert "internal error" not in result.output
-    assert f"Invalid value for '--max-line-bytes': Input should be less than or equal to {1 << 40}" in result.output
+    # the wording around the bound is Typer's or Click's own, which differs between their releases
+    assert "Invalid value for '--max-line-bytes'" in result.output and str(1 << 40) in result.output
     assert not any(tmp_path.iterdir())
 
 
