@@ -19,7 +19,7 @@ import functools
 import re
 import types
 import typing
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any, Literal
 
 from pydantic import BaseModel
@@ -133,48 +133,62 @@ group only, if any); it is tried only on text whose lower-case form holds one of
 text without secrets costs a few substring searches, not a regular-expression scan per shape."""
 
 
-@functools.cache
-def constrained_values() -> dict[str, frozenset[str]]:
-    """The text values the trajectory contract allows a key, for each key whose values it constrains
-    to a fixed set (a ``Literal`` or an enumeration: type tags such as ``output_text``, roles,
-    statuses, ``schema_version``), gathered from every model and typed dictionary a record can hold.
-
-    Built once, on first use, by walking the annotations from ``TrajectoryRecord`` and the conversation
-    item union down.
-    """
+def _contract_fields() -> Iterator[tuple[str, Any]]:
+    """``(name, annotation)`` of every field of every model and typed dictionary a trajectory record
+    can hold, each class once, walked from ``TrajectoryRecord`` and the conversation item union (the
+    record's conversation fields stand for the union until their schema is built, so it is walked
+    from its own definition: ``contract/observations.py``)."""
     from ng_traj.contract.conversation import ConversationItem
     from ng_traj.contract.trajectory import TrajectoryRecord
 
-    found: dict[str, set[str]] = {}
     seen: set[int] = set()
-    # the record's conversation fields stand for the item union until their schema is built
-    # (contract/observations.py), so the union is walked from its own definition
-    pending: list[tuple[str | None, Any]] = [(None, TrajectoryRecord), (None, ConversationItem)]
+    pending: list[Any] = [TrajectoryRecord, ConversationItem]
     while pending:
-        key, annotation = pending.pop()
-        origin = typing.get_origin(annotation)
-        if origin is Literal:
-            if key is not None:
-                found.setdefault(key, set()).update(v for v in typing.get_args(annotation) if isinstance(v, str))
-            continue
-        if isinstance(annotation, type) and issubclass(annotation, enum.Enum):
-            if key is not None:
-                found.setdefault(key, set()).update(m.value for m in annotation if isinstance(m.value, str))
-            continue
-        if origin is not None:  # a union, list, dict, Annotated, Required...: what it is made of
-            pending.extend((key, arg) for arg in typing.get_args(annotation))
+        annotation = pending.pop()
+        if typing.get_origin(annotation) is not None:  # a union, list, dict, Annotated...: what it is made of
+            pending.extend(typing.get_args(annotation))
             continue
         if not isinstance(annotation, type) or id(annotation) in seen:
             continue
         seen.add(id(annotation))
-        if issubclass(annotation, BaseModel):
-            pending.extend((name, field.annotation) for name, field in annotation.model_fields.items())
-        elif typing.is_typeddict(annotation):
+        if typing.is_typeddict(annotation):
             try:
-                hints = typing.get_type_hints(annotation, include_extras=True)
+                fields = list(typing.get_type_hints(annotation, include_extras=True).items())
             except (NameError, TypeError):  # a forward reference the SDK leaves unresolved
                 continue
-            pending.extend(hints.items())
+        elif issubclass(annotation, BaseModel):
+            fields = [(name, field.annotation) for name, field in annotation.model_fields.items()]
+        else:
+            continue
+        yield from fields
+        pending.extend(field_annotation for _, field_annotation in fields)
+
+
+def _fixed_values(annotation: Any) -> Iterator[str]:
+    """The text values a field's annotation allows from a fixed set (a ``Literal``'s, an enumeration's),
+    through unions, lists and the like; a model or typed dictionary inside is not entered (its own
+    fields are :func:`_contract_fields`)."""
+    if typing.get_origin(annotation) is Literal:
+        yield from (value for value in typing.get_args(annotation) if isinstance(value, str))
+    elif isinstance(annotation, type) and issubclass(annotation, enum.Enum):
+        yield from (member.value for member in annotation if isinstance(member.value, str))
+    elif typing.get_origin(annotation) is not None:
+        for arg in typing.get_args(annotation):
+            yield from _fixed_values(arg)
+
+
+@functools.cache
+def constrained_values() -> dict[str, frozenset[str]]:
+    """The text values the trajectory contract allows a key, for each key whose values it constrains
+    to a fixed set (a ``Literal`` or an enumeration: type tags such as ``output_text``, roles,
+    statuses, ``schema_version``), gathered from every model and typed dictionary a record can hold
+    (:func:`_contract_fields`). Built once, on first use.
+    """
+    found: dict[str, set[str]] = {}
+    for name, annotation in _contract_fields():
+        values = set(_fixed_values(annotation))
+        if values:
+            found.setdefault(name, set()).update(values)
     return {key: frozenset(values) for key, values in found.items()}
 
 
@@ -198,39 +212,10 @@ def unmaskable_keys() -> frozenset[str]:
     a list, an object). A ``--redact-key`` among them is refused (:func:`check_keys`): masking a value
     there whole would make the record no longer one. A key that is free text in one model and
     constrained in another (``content``: text in a message, a list of parts in an output message) is
-    among them, since the mask would be invalid where it is constrained.
-
-    Built once, on first use, from the fields of every model and typed dictionary a record can hold
-    (walked as in :func:`constrained_values`).
+    among them, since the mask would be invalid where it is constrained. Built once, on first use,
+    from :func:`_contract_fields`.
     """
-    from ng_traj.contract.conversation import ConversationItem
-    from ng_traj.contract.trajectory import TrajectoryRecord
-
-    found: set[str] = set()
-    seen: set[int] = set()
-    pending: list[Any] = [TrajectoryRecord, ConversationItem]
-    while pending:
-        annotation = pending.pop()
-        if typing.get_origin(annotation) is not None:  # a union, list, dict, Annotated...: what it is made of
-            pending.extend(typing.get_args(annotation))
-            continue
-        if not isinstance(annotation, type) or id(annotation) in seen:
-            continue
-        seen.add(id(annotation))
-        if typing.is_typeddict(annotation):
-            try:
-                fields = list(typing.get_type_hints(annotation, include_extras=True).items())
-            except (NameError, TypeError):  # a forward reference the SDK leaves unresolved
-                continue
-        elif issubclass(annotation, BaseModel):
-            fields = [(name, field.annotation) for name, field in annotation.model_fields.items()]
-        else:
-            continue
-        for name, field_annotation in fields:
-            if not _accepts_text(field_annotation):
-                found.add(_normalise(name))
-            pending.append(field_annotation)
-    return frozenset(found)
+    return frozenset(_normalise(name) for name, annotation in _contract_fields() if not _accepts_text(annotation))
 
 
 def check_keys(keys: Iterable[str]) -> None:

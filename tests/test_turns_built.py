@@ -15,12 +15,11 @@ from ng_traj.assemble.turns import (
     TranscriptCall,
     _dumped_items,
     _item_members,
-    _items_adapter,
     turns_from_calls,
     turns_from_transcript,
 )
 from ng_traj.contract import AgentInvocation, ModelCallRef, TrajectoryModelCall, TrajectoryTurn
-from ng_traj.contract.conversation import ConversationItem
+from ng_traj.contract.conversation import ConversationItem, items_adapter
 
 ASK = {"type": "message", "role": "user", "content": "q"}
 SAID = {"type": "message", "role": "assistant", "id": "m", "status": "completed", "content": []}
@@ -120,7 +119,7 @@ def test_items_are_dumped_as_the_conversations_adapter_dumps_them():
     values, key order included; a list holding something else goes through the adapter."""
     items = TypeAdapter(list[ConversationItem]).validate_python(ITEMS)
     assert {type(item) for item in items} == _item_members()  # every member is compared
-    expected = _items_adapter().dump_python(items, mode="json")
+    expected = items_adapter().dump_python(items, mode="json")
     assert orjson.dumps(_dumped_items(items)) == orjson.dumps(expected)
     other = [*items, {"type": "message", "role": "user", "content": "a dict"}]
     with pytest.warns(UserWarning):  # not one of the union's models: the adapter's own handling

@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Any, get_args
 
-from pydantic import TypeAdapter
-
 from ng_traj.contract import AgentInvocation, ModelCallRef, ModelServerRef, TrajectoryModelCall, TrajectoryTurn
 from ng_traj.contract.base import built_model
 
@@ -189,15 +187,6 @@ class TranscriptCall:
 
 
 @cache
-def _items_adapter() -> TypeAdapter[list[Any]]:
-    """The conversation's item adapter (``contract/conversation.items_adapter``); the conversation
-    models, and the ``openai`` SDK they are made of, are imported on first use."""
-    from ng_traj.contract.conversation import items_adapter
-
-    return items_adapter()
-
-
-@cache
 def _item_members() -> frozenset[type]:
     """The classes of the conversation union's members (``ConversationItem``'s tagged choices)."""
     from ng_traj.contract.conversation import ConversationItem  # the openai SDK's models: imported when needed
@@ -217,7 +206,9 @@ def _dumped_items(items: Sequence[Any]) -> list[Any]:
     members = _item_members()
     if all(type(item) in members for item in items):
         return [type(item).__pydantic_serializer__.to_python(item, mode="json") for item in items]
-    return _items_adapter().dump_python(list(items), mode="json")
+    from ng_traj.contract.conversation import items_adapter  # the openai SDK's models: imported when needed
+
+    return items_adapter().dump_python(list(items), mode="json")
 
 
 _REASONING, _MESSAGE, _CALL = 0, 1, 2
