@@ -1,15 +1,16 @@
 """Importing the ``openai`` SDK's Responses type modules without running the SDK's package ``__init__``.
 
-The conversation item union (``contract/conversation.py``) uses a dozen of the SDK's Responses models,
-from seven submodules of ``openai.types.responses``. Importing them the usual way runs three package
+The conversation item union (``contract/conversation.py``) takes some twenty of the SDK's models from
+seventeen modules of ``openai.types.responses``. Importing them the usual way runs three package
 initialisers first: ``openai/__init__.py`` (the client, its resources and ``openai.types``),
 ``openai/types/__init__.py`` (every SDK type: batches, evals, graders, chat, ...) and
 ``openai/types/responses/__init__.py`` (every Responses type). ``python -c "import pydantic,
 openai.types.responses"`` costs about 0.75–0.9 s of CPU (user + system) with openai 2.44.0, against
-about 0.07 s for pydantic alone; the submodules the union needs, with what they import, cost about 0.3 s
-with pydantic included. ``httpx`` and ``anyio`` still come with them (``openai._types`` imports
-``httpx`` at its top, ``openai._utils`` imports ``anyio``, and ``openai._models`` needs both), which is
-most of what is left.
+about 0.07 s for pydantic alone. With pydantic loaded, the seventeen modules cost about 0.3 s the
+usual way and 0.12 s this way (``time.process_time``). About half of what is left is ``httpx``
+(0.045 s; ``openai._types`` imports it at its top and uses its types in module-level aliases) and
+``anyio`` (0.01 s; the ``openai._utils`` package, whose names ``openai._models`` imports), which the
+SDK's models really import, so they are not avoided.
 
 How: the three packages are entered in ``sys.modules`` as modules made from their specs
 (``importlib.util.module_from_spec``) whose ``__init__`` is not run, the submodules are imported under
@@ -22,12 +23,17 @@ ones loaded before them; a meta path finder (``_PackageLinker``) sets those attr
 real package exists (at the next import that Python has to look for) and then removes itself.
 
 It relies on the submodules importing without their packages' ``__init__`` (they import their
-siblings and ``openai._models`` directly), which holds for openai 2.44.0, the only release
-``pyproject.toml`` allows. When it does not hold (any exception while importing under the bare
+siblings and ``openai._models`` directly), which holds for openai 2.44.0, the only release in
+``pyproject.toml``'s range (and for 3.57.0, the newest published). When it does not hold (any exception while importing under the bare
 packages), every ``openai`` module the attempt loaded is dropped from ``sys.modules`` and the
 submodules are imported the usual way, so the result is exactly that of the usual import. When any of
 the three packages is already in ``sys.modules`` (the real SDK was imported, or is being imported),
 the submodules are imported the usual way, never under a bare package.
+
+Known limitation: another thread that imports ``openai`` while this runs (about 0.1 s, once per
+process) would get the bare package, which Python cannot tell from a loaded one without taking its
+private module locks. ng-traj imports the conversation models from one thread (its ``--jobs``
+workers are processes, which inherit them loaded).
 """
 
 from __future__ import annotations
