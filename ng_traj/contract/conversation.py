@@ -22,41 +22,6 @@ from collections.abc import Sequence
 from functools import cache
 from typing import Annotated, Any, Literal, Required
 
-from openai.types.responses import (
-    ResponseApplyPatchToolCall,
-    ResponseApplyPatchToolCallOutput,
-    ResponseCodeInterpreterToolCall,
-    ResponseCompactionItem,
-    ResponseComputerToolCall,
-    ResponseCustomToolCall,
-    ResponseFileSearchToolCall,
-    ResponseFunctionShellToolCall,
-    ResponseFunctionShellToolCallOutput,
-    ResponseFunctionWebSearch,
-    ResponseToolSearchCall,
-    ResponseToolSearchOutputItem,
-)
-from openai.types.responses.response_function_call_output_item_list_param import (
-    ResponseFunctionCallOutputItemListParam,
-)
-from openai.types.responses.response_input_content_param import ResponseInputContentParam
-from openai.types.responses.response_input_item import (
-    AdditionalTools,
-    CompactionTrigger,
-    ComputerCallOutput,
-    LocalShellCallOutput,
-    McpApprovalResponse,
-    ResponseCustomToolCallOutput,
-)
-from openai.types.responses.response_output_item import (
-    ImageGenerationCall,
-    LocalShellCall,
-    McpApprovalRequest,
-    McpCall,
-    McpListTools,
-)
-from openai.types.responses.response_reasoning_item import Content as ReasoningText
-from openai.types.responses.response_reasoning_item import Summary as ReasoningSummary
 from pydantic import (
     BaseModel,
     BeforeValidator,
@@ -69,6 +34,72 @@ from pydantic import (
 from typing_extensions import TypedDict
 
 from ng_traj.contract.base import contract_error
+from ng_traj.contract.sdk_modules import import_sdk_modules
+
+_SDK_MODULES = tuple(
+    f"openai.types.responses.{name}"
+    for name in (
+        "response_apply_patch_tool_call",
+        "response_apply_patch_tool_call_output",
+        "response_code_interpreter_tool_call",
+        "response_compaction_item",
+        "response_computer_tool_call",
+        "response_custom_tool_call",
+        "response_file_search_tool_call",
+        "response_function_call_output_item_list_param",
+        "response_function_shell_tool_call",
+        "response_function_shell_tool_call_output",
+        "response_function_web_search",
+        "response_input_content_param",
+        "response_input_item",
+        "response_output_item",
+        "response_reasoning_item",
+        "response_tool_search_call",
+        "response_tool_search_output_item",
+    )
+)
+"""The SDK's modules the imports below take from: imported first without the SDK's package initialisers
+(``contract/sdk_modules.py``: about 0.15 s of CPU less), so that those imports find them loaded."""
+
+import_sdk_modules(_SDK_MODULES)
+
+from openai.types.responses.response_apply_patch_tool_call import ResponseApplyPatchToolCall  # noqa: E402
+from openai.types.responses.response_apply_patch_tool_call_output import (  # noqa: E402
+    ResponseApplyPatchToolCallOutput,
+)
+from openai.types.responses.response_code_interpreter_tool_call import ResponseCodeInterpreterToolCall  # noqa: E402
+from openai.types.responses.response_compaction_item import ResponseCompactionItem  # noqa: E402
+from openai.types.responses.response_computer_tool_call import ResponseComputerToolCall  # noqa: E402
+from openai.types.responses.response_custom_tool_call import ResponseCustomToolCall  # noqa: E402
+from openai.types.responses.response_file_search_tool_call import ResponseFileSearchToolCall  # noqa: E402
+from openai.types.responses.response_function_call_output_item_list_param import (  # noqa: E402
+    ResponseFunctionCallOutputItemListParam,
+)
+from openai.types.responses.response_function_shell_tool_call import ResponseFunctionShellToolCall  # noqa: E402
+from openai.types.responses.response_function_shell_tool_call_output import (  # noqa: E402
+    ResponseFunctionShellToolCallOutput,
+)
+from openai.types.responses.response_function_web_search import ResponseFunctionWebSearch  # noqa: E402
+from openai.types.responses.response_input_content_param import ResponseInputContentParam  # noqa: E402
+from openai.types.responses.response_input_item import (  # noqa: E402
+    AdditionalTools,
+    CompactionTrigger,
+    ComputerCallOutput,
+    LocalShellCallOutput,
+    McpApprovalResponse,
+    ResponseCustomToolCallOutput,
+)
+from openai.types.responses.response_output_item import (  # noqa: E402
+    ImageGenerationCall,
+    LocalShellCall,
+    McpApprovalRequest,
+    McpCall,
+    McpListTools,
+)
+from openai.types.responses.response_reasoning_item import Content as ReasoningText  # noqa: E402
+from openai.types.responses.response_reasoning_item import Summary as ReasoningSummary  # noqa: E402
+from openai.types.responses.response_tool_search_call import ResponseToolSearchCall  # noqa: E402
+from openai.types.responses.response_tool_search_output_item import ResponseToolSearchOutputItem  # noqa: E402
 
 ItemStatus = Literal["in_progress", "completed", "incomplete"]
 Phase = Literal["commentary", "final_answer"]

@@ -23,7 +23,7 @@ else:
         """Stands for ``contract/conversation.ConversationItem`` until a schema that holds it is built.
 
         The item union is made of the ``openai`` SDK's Responses models, and importing the SDK and
-        building the union's schema costs about half a second of CPU, which a build of capture logs
+        building the union's schema costs about 0.2 s of CPU, which a build of capture logs
         and rollout rows without conversations never needs. The models holding conversations build
         their schema on first use (``defer_build``), and this marker imports the union then: the
         schema is the one ``list[ConversationItem]`` makes, member for member.
