@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from ng_traj.writers import spool
-from ng_traj.writers.spool import Spooled, spool_appender
+from ng_traj.writers.spool import Spooled, SpooledPayloads, read_payloads, spool_appender, write_payload
 
 
 def _segments(folder: Path, texts: list[bytes]) -> list[Spooled]:
@@ -63,3 +63,20 @@ def test_writeback_is_offered_for_a_regular_file_only(tmp_path):
     finally:
         os.close(reader)
         os.close(writer)
+
+
+def test_payloads_come_back_as_written_and_their_file_goes_when_given_up(tmp_path):
+    payloads = [{"rows": [(1, b"x", None, 2.5)]}, b"line\n", None]
+    path = tmp_path / "0.pickle"
+    with open(path, "wb") as handle:
+        for payload in payloads:
+            write_payload(handle, payload)
+    assert list(read_payloads(SpooledPayloads(str(path), 3))) == payloads
+    assert not path.exists()
+    with open(path, "wb") as handle:
+        for payload in payloads:
+            write_payload(handle, payload)
+    reading = read_payloads(SpooledPayloads(str(path), 3))
+    assert next(reading) == payloads[0]
+    reading.close()  # an interrupted build stops reading part-way
+    assert not path.exists()

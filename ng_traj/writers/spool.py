@@ -1,4 +1,4 @@
-"""Handing JSONL output from ``--jobs`` workers to the writing process through segment files.
+"""Handing output from ``--jobs`` workers to the writing process through segment files.
 
 A worker writes the lines of each chunk of rollouts it assembles to one segment file in a private
 temporary folder (``assemble/chunks.py``) and returns only its name and size; the writing process
@@ -8,17 +8,26 @@ the bytes are never pickled, piped or copied through Python in the writing proce
 otherwise compete with the workers for the cores. Segments are appended as they arrive rather than
 joined at the end, so the spool holds only the chunks in flight (``assemble/workers.py``), never a
 second copy of the output; the folder is removed when the build ends.
+
+Payloads that are not lines (Parquet rows) are pickled to a segment file one after another
+(:func:`write_payload`) and loaded back by the writing process one at a time as it writes them
+(:func:`read_payloads`): the pool's pipe would carry them too, but through a pipe buffer of 64 KiB,
+each worker waiting for the parent's result thread to read every piece, and copied several times
+on the way; a file is one copy each way, and the chunks waiting to be written wait on disk rather
+than in the parent's memory.
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
 import io
 import os
+import pickle
 import stat
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -31,6 +40,39 @@ class Spooled:
 
     path: str
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class SpooledPayloads:
+    """Where a worker left the payloads of ``count`` slots, pickled one after another."""
+
+    path: str
+    count: int
+
+
+def write_payload(handle: BinaryIO, payload: Any) -> None:
+    """Append ``payload``, pickled, to a segment file open for writing (read back by :func:`read_payloads`).
+
+    Raises:
+        OSError: The file could not be written.
+    """
+    pickle.dump(payload, handle, protocol=pickle.HIGHEST_PROTOCOL)
+
+
+def read_payloads(spooled: SpooledPayloads) -> Iterator[Any]:
+    """The payloads :func:`write_payload` left, in order; the file is deleted once they are read
+    (or when the iteration is given up).
+
+    Raises:
+        OSError: The file could not be read.
+    """
+    try:
+        with open(spooled.path, "rb") as handle:
+            for _ in range(spooled.count):
+                yield pickle.load(handle)
+    finally:
+        with contextlib.suppress(OSError):
+            os.unlink(spooled.path)
 
 
 @dataclass(frozen=True)
