@@ -5,9 +5,10 @@ take consecutive chunks of the planned slots and assemble each with ``assemble/c
 ``assemble_chunk``: JSONL lines go to one segment file per chunk (``writers/spool.py``), other
 payloads (Parquet rows) are pickled to one such file per chunk, and the facts the summary counts and
 the diagnostics raised come back through the pool. The parent appends the segments (or loads and
-writes the payloads, one slot at a time) and replays the diagnostics strictly in slot order, so output bytes, diagnostics and summary are the same as with one process. At most
-:data:`WINDOW` chunks per worker are in flight, which bounds memory (and the spool) by a few chunks
-of rollouts whatever the corpus size.
+writes the payloads, one slot at a time) and replays the diagnostics strictly in slot order, so
+output bytes, diagnostics and summary are the same as with one process. At most :data:`WINDOW`
+chunks per worker are in flight, which bounds memory (and the spool) by a few chunks of rollouts
+whatever the corpus size.
 
 Workers are forked where the platform can (they start at once with the build modules loaded and
 only ever use their own sink, never the parent's console or outputs), else started by a fork
