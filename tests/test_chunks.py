@@ -13,7 +13,7 @@ from ng_traj.assemble.pipeline import prepare
 from ng_traj.assemble.run import run_slots
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
-from ng_traj.writers.spool import SpoolLines
+from ng_traj.writers.spool import SpooledPayloads, SpoolLines, read_payloads
 
 RETAINED = FIXTURES / "build" / "retained_run" / "input"
 
@@ -62,3 +62,14 @@ def test_a_chunk_without_a_segment_returns_each_payload(tmp_path: Path):
     assert [done.counts for done in result.outcomes] == expected
     assert [done.gap_codes for done in result.outcomes] == [tuple(g["code"] for g in r["gaps"]) for r in records]
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_chunk_with_pickled_payloads_gives_them_back_in_order(tmp_path: Path):
+    options, slots = _planned()
+    lines, _ = _one_process(options, slots)
+    path = str(tmp_path / "1.pickle")
+    result = assemble_chunk(options, slots[3:7], 1, start=3, encode=encode_line, segment=path, pickled=True)
+    assert result.segment == SpooledPayloads(path, 4)
+    assert [done.payload for done in result.outcomes] == [None] * 4
+    assert list(read_payloads(result.segment)) == lines[3:7]
+    assert list(tmp_path.iterdir()) == []  # read, then deleted

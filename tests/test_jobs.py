@@ -8,6 +8,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing.connection import Connection
@@ -24,6 +25,7 @@ from ng_traj.assemble.pipeline import prepare
 from ng_traj.assemble.run import run_slots
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.io.atomic import interrupt
+from ng_traj.writers.spool import read_payloads
 
 
 def _build(inputs: Path, out: Path, jobs: int, *extra: str) -> subprocess.CompletedProcess:
@@ -168,6 +170,19 @@ def test_an_interrupted_build_stops_its_workers_before_returning():
     # The pool is shut down while the interrupt propagates, not when its traceback is released.
     assert interrupted.traceback and len(written) == 1
     assert multiprocessing.active_children() == []
+
+
+def test_payloads_other_than_spooled_lines_come_through_segment_files_removed_after(tmp_path, monkeypatch):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where the build's spool folder is made
+    read = []
+    monkeypatch.setattr(workers, "read_payloads", lambda spooled: read.append(spooled) or read_payloads(spooled))
+    sink = DiagnosticSink(lambda diagnostic: None)
+    inputs, slots, _ = prepare([FIXTURES / "build" / "retained_run" / "input"], sink, max_line_bytes=1 << 20)
+    written: list[bytes] = []
+    run_slots(slots, BuildOptions(capture_enabled=inputs.capture_enabled), sink, written.append, jobs=2)
+    assert b"".join(written) == (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_bytes()
+    assert [spooled.count for spooled in read] == [workers.CHUNK, len(slots) - workers.CHUNK]
+    assert list(tmp_path.iterdir()) == []
 
 
 def _children(pid: int) -> set[int]:

@@ -12,6 +12,8 @@ JSONL segments: given a segment path, the chunk's lines are written to that file
 line, no copy to join them) and the coordinator appends the file to the output in chunk order
 (``writers/spool.py``: ``os.sendfile``, a copy inside the kernel), so the bytes never pass through
 the coordinator's Python or a pipe. The output is then byte-identical to a one-process build.
+Other payloads (Parquet rows) can be pickled to a segment file the same way, one after another
+(``pickled``), for the coordinator to load one at a time as it writes them.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from dataclasses import dataclass, field
 from ng_traj.assemble.build import BuildOptions, Encode, Outcome, assemble_slot, outcome
 from ng_traj.assemble.plan import Slot
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
-from ng_traj.writers.spool import Spooled
+from ng_traj.writers.spool import Spooled, SpooledPayloads, write_payload
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,15 +38,17 @@ class ChunkResult:
         outcomes: One :class:`~ng_traj.assemble.build.Outcome` per slot, in slot order: the summary's
             facts and every diagnostic of the slot (assembly's first, then encoding's). Its
             ``payload`` is ``None`` when :attr:`segment` holds the chunk's output.
-        segment: The file holding the chunk's encoded output (the JSONL lines of its slots, in
-            order), or ``None`` when each outcome carries its own payload.
+        segment: The file holding the chunk's encoded output: the JSONL lines of its slots, in
+            order (:class:`~ng_traj.writers.spool.Spooled`), or their payloads pickled
+            (:class:`~ng_traj.writers.spool.SpooledPayloads`); ``None`` when each outcome carries
+            its own payload.
         rows: Rows written per table, when the chunk was written as Parquet files by the process that
             assembled it (``assemble/engine_ray.py``); else empty.
     """
 
     index: int
     outcomes: tuple[Outcome, ...]
-    segment: Spooled | None = None
+    segment: Spooled | SpooledPayloads | None = None
     rows: dict[str, int] = field(default_factory=dict)
 
 
@@ -56,6 +60,7 @@ def assemble_chunk(
     start: int,
     encode: Encode,
     segment: str | None = None,
+    pickled: bool = False,
 ) -> ChunkResult:
     """Assemble and encode the slots of one chunk.
 
@@ -66,7 +71,10 @@ def assemble_chunk(
         start: The output position of the chunk's first slot (``trajectory_index`` of Parquet rows).
         encode: Turns a built slot at an output position into its payload (``assemble/build.py``).
         segment: A path to write the chunk's payloads to, in order; they must be ``bytes`` (JSONL
-            lines). The file is created or truncated. ``None``: payloads stay in the outcomes.
+            lines) unless ``pickled``. The file is created or truncated. ``None``: payloads stay in
+            the outcomes.
+        pickled: Pickle each payload to ``segment`` (``writers/spool.write_payload``), whatever
+            its type, instead of writing its bytes.
 
     Returns:
         The chunk's :class:`ChunkResult`; diagnostics are collected, never written anywhere.
@@ -83,7 +91,13 @@ def assemble_chunk(
             diagnostics = (*collected, *result.diagnostics)
             payload = result.payload
             if handle is not None:
-                size += handle.write(payload)
+                if pickled:
+                    write_payload(handle, payload)
+                else:
+                    size += handle.write(payload)
                 payload = None
             done.append(dataclasses.replace(result, payload=payload, diagnostics=diagnostics))
-    return ChunkResult(index, tuple(done), Spooled(segment, size) if segment is not None else None)
+    if segment is None:
+        return ChunkResult(index, tuple(done))
+    spooled = SpooledPayloads(segment, len(done)) if pickled else Spooled(segment, size)
+    return ChunkResult(index, tuple(done), spooled)

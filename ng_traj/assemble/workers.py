@@ -3,11 +3,12 @@
 Slots are independent (each is assembled from its own artifacts, ``assemble/build.py``), so workers
 take consecutive chunks of the planned slots and assemble each with ``assemble/chunks.py``'s
 ``assemble_chunk``: JSONL lines go to one segment file per chunk (``writers/spool.py``), other
-payloads (Parquet rows) come back with the facts the summary counts and the diagnostics raised. The
-parent appends the segments (or writes the payloads) and replays the diagnostics strictly in slot
-order, so output bytes, diagnostics and summary are the same as with one process. At most
-:data:`WINDOW` chunks per worker are in flight, which bounds memory (and the spool) by a few chunks
-of rollouts whatever the corpus size.
+payloads (Parquet rows) are pickled to one such file per chunk, and the facts the summary counts and
+the diagnostics raised come back through the pool. The parent appends the segments (or loads and
+writes the payloads, one slot at a time) and replays the diagnostics strictly in slot order, so
+output bytes, diagnostics and summary are the same as with one process. At most :data:`WINDOW`
+chunks per worker are in flight, which bounds memory (and the spool) by a few chunks of rollouts
+whatever the corpus size.
 
 Workers are forked where the platform can (they start at once with the build modules loaded and
 only ever use their own sink, never the parent's console or outputs), else started by a fork
@@ -36,6 +37,7 @@ import multiprocessing
 import os
 import signal
 import sys
+import tempfile
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -45,20 +47,28 @@ from ng_traj.assemble.build import BUILD_GC_THRESHOLD, BuildOptions, Encode, Out
 from ng_traj.assemble.chunks import ChunkResult, assemble_chunk
 from ng_traj.assemble.plan import Slot
 from ng_traj.io.atomic import deferred_interrupts
-from ng_traj.writers.spool import SpoolLines
+from ng_traj.writers.spool import SpooledPayloads, SpoolLines, read_payloads
 
-CHUNK = 4
-"""Slots per task sent to a worker."""
-WINDOW = 4
-"""Chunks in flight per worker."""
+CHUNK = 8
+"""Slots per task sent to a worker. Each task costs both sides a round trip through the pool's pipes
+(pickling the slots and the result, waking the threads that move them); with four slots, 4-10 % of a
+worker's time went between tasks, and a build took more CPU."""
+WINDOW = 2
+"""Chunks in flight per worker: :data:`CHUNK` x :data:`WINDOW` slots (16) are what a worker may
+have built, or have queued, ahead of the slot the parent writes next, which bounds the memory of
+Parquet rows waiting in the parent and the spool's disk space. A worker finishing its chunks waits
+while the oldest chunk, another worker's, is still being built; one chunk per worker left workers
+waiting about a fifth of the time."""
 
 _state: dict[str, Any] = {}
 
 
-def _start(options: BuildOptions, encode: Encode) -> None:
+def _start(options: BuildOptions, encode: Encode, spool: str | None = None) -> None:
+    """A worker's set-up: ``spool`` is the folder its chunks' pickled payloads go to (``None``: they
+    come back through the pool, or are lines ``encode`` spools itself)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
-    _state.update(options=options, encode=encode, parent=os.getppid(), building=False, terminated=False)
+    _state.update(options=options, encode=encode, spool=spool, parent=os.getppid(), building=False, terminated=False)
     _die_with_parent()
     gc.freeze()
     gc.set_threshold(*BUILD_GC_THRESHOLD)
@@ -101,15 +111,20 @@ def _die() -> None:
 
 
 def _build_chunk(start: int, chunk: Sequence[Slot]) -> ChunkResult:
-    """The worker's task: chunk number ``start // CHUNK`` assembled (JSONL lines to its segment file)."""
+    """The worker's task: chunk number ``start // CHUNK`` assembled (JSONL lines, or other payloads
+    pickled, to its segment file)."""
     if _state["terminated"]:
         _die()
-    options, encode = _state["options"], _state["encode"]
+    options, encode, spool = _state["options"], _state["encode"], _state["spool"]
     index = start // CHUNK
-    segment = encode.segment(index) if isinstance(encode, SpoolLines) else None
+    segment, pickled = None, False
+    if isinstance(encode, SpoolLines):
+        segment = encode.segment(index)
+    elif spool is not None:
+        segment, pickled = os.path.join(spool, f"{index}.pickle"), True
     _state["building"] = True
     try:
-        return assemble_chunk(options, chunk, index, start=start, encode=encode, segment=segment)
+        return assemble_chunk(options, chunk, index, start=start, encode=encode, segment=segment, pickled=pickled)
     finally:
         _state["building"] = False
 
@@ -153,15 +168,20 @@ def run_parallel(
     """
     jobs = max(1, min(jobs, _cpus(), -(-len(slots) // CHUNK)))  # more could only wait
     _load_conversation_models()
-    pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=(options, encode))
-    try:
-        yield _results(pool, slots, jobs)
-    finally:
-        with deferred_interrupts():  # a second Ctrl-C (or the group's copy of the signal) must not cut it short
-            pool.shutdown(wait=True, cancel_futures=True)
-            for worker in multiprocessing.active_children():  # none unless the pool lost track of one
-                worker.kill()
-                worker.join()
+    with contextlib.ExitStack() as stack:
+        spool = None
+        if not isinstance(encode, SpoolLines):  # payloads pickled to segment files of this folder
+            spool = stack.enter_context(tempfile.TemporaryDirectory(prefix="ng-traj-spool-"))
+        initargs = (options, encode, spool)
+        pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=initargs)
+        try:
+            yield _results(pool, slots, jobs)
+        finally:
+            with deferred_interrupts():  # a second Ctrl-C (or the group's copy of the signal) must not cut it short
+                pool.shutdown(wait=True, cancel_futures=True)
+                for worker in multiprocessing.active_children():  # none unless the pool lost track of one
+                    worker.kill()
+                    worker.join()
 
 
 def _cpus() -> int:
@@ -184,9 +204,16 @@ def _results(pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int) -> Ite
 
 
 def _drain(slots: Sequence[Slot], entry: tuple[int, Future[ChunkResult]]) -> Iterator[tuple[Slot, Outcome]]:
-    """The chunk's ``(slot, outcome)`` pairs; a segment is the payload of its first slot (the others have none)."""
+    """The chunk's ``(slot, outcome)`` pairs; a segment of lines is the payload of its first slot (the
+    others have none), pickled payloads are loaded as their slots come."""
     start, future = entry
     result = future.result()
+    if isinstance(result.segment, SpooledPayloads):
+        payloads = read_payloads(result.segment)
+        for offset, done in enumerate(result.outcomes):
+            yield slots[start + offset], dataclasses.replace(done, payload=next(payloads))
+        payloads.close()  # the file is deleted
+        return
     outcomes = list(result.outcomes)
     if result.segment is not None:
         outcomes[0] = dataclasses.replace(outcomes[0], payload=result.segment)

@@ -1,0 +1,82 @@
+"""``writers/spool.py``: segments appended in order, each handed to the disk once appended."""
+
+from __future__ import annotations
+
+import io
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from ng_traj.writers import spool
+from ng_traj.writers.spool import Spooled, SpooledPayloads, read_payloads, spool_appender, write_payload
+
+
+def _segments(folder: Path, texts: list[bytes]) -> list[Spooled]:
+    paths = [folder / f"{n}.jsonl" for n in range(len(texts))]
+    for path, text in zip(paths, texts, strict=True):
+        path.write_bytes(text)
+    return [Spooled(str(path), len(text)) for path, text in zip(paths, texts, strict=True)]
+
+
+def test_each_appended_segment_is_handed_to_the_disk_by_its_range(tmp_path, monkeypatch):
+    handed: list[tuple[int, int, int]] = []
+
+    def writeback(fd: int):
+        return lambda offset, size: handed.append((fd, offset, size))
+
+    monkeypatch.setattr(spool, "_writeback", writeback)
+    texts = [b'{"a":1}\n', b'{"b":22}\n{"c":3}\n', b'{"d":4444}\n']
+    segments = _segments(tmp_path, texts)
+    with open(tmp_path / "out.jsonl", "wb") as handle:
+        handle.write(b"head\n")  # written before the appender: ranges start after it
+        append = spool_appender(handle)
+        for segment in segments:
+            append(segment)
+        fd = handle.fileno()
+    assert (tmp_path / "out.jsonl").read_bytes() == b"head\n" + b"".join(texts)
+    assert handed == [(fd, 5, 8), (fd, 13, 17), (fd, 30, 11)]
+    assert not any(Path(segment.path).exists() for segment in segments)
+
+
+def test_a_stream_without_a_descriptor_gets_the_bytes_and_no_writeback(tmp_path, monkeypatch):
+    monkeypatch.setattr(spool, "_writeback", lambda fd: pytest.fail("no descriptor to hand over"))
+    texts = [b"1\n", b"22\n"]
+    buffer = io.BytesIO()
+    append = spool_appender(buffer)
+    for segment in _segments(tmp_path, texts):
+        append(segment)
+    assert buffer.getvalue() == b"1\n22\n"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="sync_file_range is Linux's")
+def test_writeback_is_offered_for_a_regular_file_only(tmp_path):
+    with open(tmp_path / "f", "wb") as handle:
+        handle.write(b"x" * 4096)
+        handle.flush()
+        writeback = spool._writeback(handle.fileno())
+        assert writeback is not None and writeback(0, 4096) == 0
+    reader, writer = os.pipe()
+    try:
+        assert spool._writeback(writer) is None
+    finally:
+        os.close(reader)
+        os.close(writer)
+
+
+def test_payloads_come_back_as_written_and_their_file_goes_when_given_up(tmp_path):
+    payloads = [{"rows": [(1, b"x", None, 2.5)]}, b"line\n", None]
+    path = tmp_path / "0.pickle"
+    with open(path, "wb") as handle:
+        for payload in payloads:
+            write_payload(handle, payload)
+    assert list(read_payloads(SpooledPayloads(str(path), 3))) == payloads
+    assert not path.exists()
+    with open(path, "wb") as handle:
+        for payload in payloads:
+            write_payload(handle, payload)
+    reading = read_payloads(SpooledPayloads(str(path), 3))
+    assert next(reading) == payloads[0]
+    reading.close()  # an interrupted build stops reading part-way
+    assert not path.exists()
