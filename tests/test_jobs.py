@@ -206,7 +206,10 @@ def _alive(pid: int) -> bool:
 def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path):
     corpus = generated_corpus(tmp_path / "corpus", 1500, 4, 11)
     command = [sys.executable, "-m", "ng_traj", "build", corpus, "-o", tmp_path / "out.jsonl", "--jobs", "2"]
-    parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spool = tmp_path / "tmp"  # a killed build cannot remove its spool folder: keep it out of the system's
+    spool.mkdir()
+    environment = {**os.environ, "TMPDIR": str(spool)}
+    parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
     deadline = time.monotonic() + 60
     workers_seen: set[int] = set()
     while not workers_seen and parent.poll() is None and time.monotonic() < deadline:
