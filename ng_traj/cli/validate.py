@@ -43,7 +43,7 @@ def command(
             metavar="FILE", help="ng_trajectory JSONL files, rollout JSONL files, or Parquet dataset directories."
         ),
     ],
-    output_format: Annotated[str, output_format_option()] = "text",
+    output_format: Annotated[str | None, output_format_option()] = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
     json_output: Annotated[bool, json_alias_option()] = False,
