@@ -209,6 +209,24 @@ def test_show_redacts_what_it_shows(tmp_path):
     assert bad.exit_code == 2 and "--redact-pattern" in bad.stderr
 
 
+@pytest.mark.parametrize("output_format", ["text", "json", "github"])
+def test_report_to_standard_output_writes_the_html_alone(tmp_path, output_format):
+    """-o - writes the page to standard output and every diagnostic and summary to standard error
+    (the json summary line followed the page on standard output)."""
+    trajectories = FIXTURES / "matrix" / "trajectories.jsonl"
+    page = tmp_path / "page.html"
+    assert run_cli("report", PARALLEL, trajectories, "-o", page).exit_code == 0
+    result = run_cli("report", PARALLEL, trajectories, "-o", "-", "--output-format", output_format)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout_bytes == page.read_bytes()
+    last = result.stderr.splitlines()[-1]
+    if output_format == "json":
+        assert orjson.loads(last)["rollouts"] == 6 and orjson.loads(last)["output"] == "-"
+    else:
+        assert last.startswith("wrote 6 rollouts to standard output;")
+    assert "'-' for standard output" in " ".join(run_cli("report", "--help").stdout.replace("│", " ").split())
+
+
 def test_report_of_nothing_writes_nothing(tmp_path):
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
