@@ -24,6 +24,12 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
 
 FORMATS = ("table", "markdown", "json", "csv")
+MACHINE_FORMATS = ("json", "csv")
+"""Formats written even over no record (an empty document a program can read); a table or Markdown
+of no record is not written at all."""
+NOTHING_TO_MEASURE = "no records: nothing to measure"
+"""The summary (and the json summary's ``revision``) when no record was evaluated: no matrix, and no
+claim about the contract revision records would need."""
 GROUPINGS = ("agent", "producer")
 if TYPE_CHECKING:
     from ng_traj.matrix_inputs import MatrixRecord
@@ -74,8 +80,9 @@ def command(
     every record is V, X when every record is X, else O, shown as `O 37/50` (records that are V /
     records the criterion applies to), with the main reason (a gap code or a missing field) of every
     cell that is not V. The matrix goes to standard output (--format), diagnostics and a summary
-    to standard error (--output-format: text, json or github). Exit 0 when records were evaluated,
-    1 when none was, 2 for usage errors.
+    to standard error (--output-format: text, json or github). With no record there is nothing to
+    measure: the summary says so, a table or Markdown is not written (json and csv give an empty
+    document). Exit 0 when records were evaluated, 1 when none was, 2 for usage errors.
     """
     guarded(
         debug,
@@ -128,14 +135,16 @@ def run(
         )
         feedback.finish_steps()
     data = report(groups, by, documented if with_reference else None)
-    _write(data, table_format, render)
+    if data["records"] or table_format in MACHINE_FORMATS:
+        _write(data, table_format, render)
     code = EXIT_OK if data["records"] else EXIT_DATA
     sink = reporter.sink
-    revision = revision_needed(newer[0])
-    line = (
-        f"evaluated {plural(data['records'], 'record')} in {plural(len(data['groups']), 'group')}; "
-        f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}; {revision}"
-    )
+    revision = revision_needed(newer[0]) if data["records"] else NOTHING_TO_MEASURE
+    counts = f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
+    if data["records"]:
+        line = f"evaluated {plural(data['records'], 'record')} in {plural(len(data['groups']), 'group')}; {counts}; {revision}"
+    else:
+        line = f"{NOTHING_TO_MEASURE}; {counts}"
     summary = {"records": data["records"], "groups": len(data["groups"]), "revision": revision}
     reporter.summary(summary, code, line, lambda console: console.print(printable(line), markup=False))
     return code

@@ -143,7 +143,8 @@ class MatrixSummaryLine(_Summary):
     """Records evaluated."""
     groups: Count
     revision: str
-    """Which contract revision the records need (as for ``validate``)."""
+    """Which contract revision the records need (as for ``validate``); with no record,
+    ``no records: nothing to measure``."""
 
 
 class ConvertSummaryLine(_Summary):
