@@ -199,3 +199,29 @@ def test_a_signal_at_the_end_gives_one_outcome(tmp_path, monkeypatch, direction,
     monkeypatch.setattr(atomic, "_interrupts", [])
     with pytest.raises(KeyboardInterrupt):  # outside a command a signal raises at once again
         atomic.interrupt(15, None)
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_the_exit_after_a_committed_output_ignores_signals(tmp_path, monkeypatch, committed):
+    """The interpreter's shutdown puts the default handlers back: a SIGTERM then killed a convert
+    that had said its success (143). Once an output is committed, the entry point ignores signals."""
+    import signal
+    import sys
+
+    from ng_traj import cli
+    from ng_traj.io import atomic
+
+    monkeypatch.setattr(atomic, "_interrupts", [])
+    out = tmp_path / "out.parquet"
+    source = RETAINED / ("expected.jsonl" if committed else "missing.jsonl")
+    monkeypatch.setattr(sys, "argv", ["ng-traj", "convert", str(source), "-o", str(out)])
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(SystemExit) as done:
+            cli.main()
+        assert done.value.code == (0 if committed else 2) and out.exists() == committed
+        ignored = signal.SIG_IGN if committed else atomic.interrupt
+        assert signal.getsignal(signal.SIGTERM) == ignored and signal.getsignal(signal.SIGINT) == ignored
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
