@@ -196,6 +196,9 @@ def test_validate_with_nothing_to_check_exits_1(tmp_path, content, message):
     result = run_cli("validate", path)
     assert result.exit_code == 1
     assert message in result.stderr
+    assert "revision" not in result.stderr  # no record: no claim of fitting a contract revision
+    summary = orjson.loads(run_cli("validate", path, "--output-format", "json").stdout.splitlines()[-1])
+    assert (summary["records"], summary["revision"]) == (0, "no records: nothing to measure")
     assert f"error: {path}: nothing was validated: it holds no trajectory record" in result.stderr
     assert result.stderr.splitlines()[-1].startswith("nothing validated: 1 file, 0 records")
     (summary,) = [line for line in _lines(run_cli("validate", path, "--output-format", "json").stdout)[-1:]]

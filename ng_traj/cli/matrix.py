@@ -27,9 +27,6 @@ FORMATS = ("table", "markdown", "json", "csv")
 MACHINE_FORMATS = ("json", "csv")
 """Formats written even over no record (an empty document a program can read); a table or Markdown
 of no record is not written at all."""
-NOTHING_TO_MEASURE = "no records: nothing to measure"
-"""The summary (and the json summary's ``revision``) when no record was evaluated: no matrix, and no
-claim about the contract revision records would need."""
 GROUPINGS = ("agent", "producer")
 if TYPE_CHECKING:
     from ng_traj.matrix_inputs import MatrixRecord
@@ -109,7 +106,7 @@ def run(
 ) -> int:
     """Evaluate, render, and return the exit code."""
     from ng_traj.cli import matrix_render as render
-    from ng_traj.contract.revisions import revision_needed
+    from ng_traj.contract.revisions import NO_RECORDS, revision_needed
     from ng_traj.matrix import tabulate
     from ng_traj.matrix_inputs import all_records
     from ng_traj.matrix_report import load_reference, report
@@ -139,12 +136,12 @@ def run(
         _write(data, table_format, render)
     code = EXIT_OK if data["records"] else EXIT_DATA
     sink = reporter.sink
-    revision = revision_needed(newer[0]) if data["records"] else NOTHING_TO_MEASURE
+    revision = revision_needed(newer[0], data["records"])  # no record: no revision claimed
     counts = f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
     if data["records"]:
         line = f"evaluated {plural(data['records'], 'record')} in {plural(len(data['groups']), 'group')}; {counts}; {revision}"
     else:
-        line = f"{NOTHING_TO_MEASURE}; {counts}"
+        line = f"{NO_RECORDS}; {counts}"
     summary = {"records": data["records"], "groups": len(data["groups"]), "revision": revision}
     reporter.summary(summary, code, line, lambda console: console.print(printable(line), markup=False))
     return code
