@@ -117,6 +117,32 @@ def test_a_truncated_stream_keeps_the_lines_before_it(tmp_path, kind):
     assert len(lines) == decodable.count(b"\n")  # every whole line the cut stream still holds
 
 
+@pytest.mark.parametrize("kind", sorted(KINDS))
+@pytest.mark.parametrize(("first", "kept"), [(200, 0.75), (300_000, 0.25)])
+def test_a_truncated_stream_says_how_much_text_it_decoded(tmp_path, kind, first, kept):
+    """The message counts all the text decoded, the start of the line the stream broke in included
+    (a stream broken inside a long line said 0 bytes, or only the whole lines' bytes)."""
+    suffix, compress = KINDS[kind]
+    text = b"".join(
+        json.dumps({"n": n, "pad": "".join(_digest(f"{n}.{i}") for i in range(size // 64))}).encode() + b"\n"
+        for n, size in enumerate([first, 300, 300, 300_000, 300])
+    )
+    data = compress(text)
+    cut = data[: int(len(data) * kept)]
+    path = tmp_path / f"rows.jsonl{suffix}"
+    path.write_bytes(cut)
+    *whole, last = iter_json_lines(path)
+    decoded = len(_decodable(kind, cut))
+    assert last.problem.code == "compressed_stream_invalid"
+    assert last.line == len(whole) + 1 and last.offset == sum(line.size for line in whole)
+    assert decoded > last.offset  # the cut is inside a line
+    assert f"at line {len(whole) + 1}, {decoded} bytes of text in;" in last.problem.message
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def _decodable(kind: str, data: bytes) -> bytes:
     """All the text a cut stream decodes to, by the decoders' own one-shot objects."""
     if kind == "gzip":

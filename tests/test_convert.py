@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pyarrow.parquet as pq
+import pytest
 
 from conftest import FIXTURES, run_cli
 from ng_traj.checks import TRAJECTORY_MISSING, check_line
@@ -139,3 +140,88 @@ def test_a_conversion_that_converts_nothing_leaves_the_dataset_there_as_it_was(t
     empty.write_bytes(b"")
     assert run_cli("convert", empty, "-o", tmp_path / "new.parquet").exit_code == 1
     assert not (tmp_path / "new.parquet").exists()
+
+
+def _interrupted_at(monkeypatch, where: str) -> None:
+    """Make a SIGTERM arrive (the handler run, as the signal would run it) at ``where``: before the
+    output is renamed over its target (``commit``), or before or after the summary is printed."""
+    import signal
+
+    from ng_traj.cli.output import Reporter
+    from ng_traj.io import atomic
+
+    monkeypatch.setattr(atomic, "_interrupts", [])
+    if where == "commit":
+        kept_mode = atomic._kept_mode
+
+        def signalled(*args):
+            atomic.interrupt(signal.SIGTERM, None)
+            return kept_mode(*args)
+
+        monkeypatch.setattr(atomic, "_kept_mode", signalled)
+        return
+    summary = Reporter.summary
+
+    def signalled_summary(self, *args, **kwargs):
+        if where == "before summary":
+            atomic.interrupt(signal.SIGTERM, None)
+        summary(self, *args, **kwargs)
+        if where == "after summary":
+            atomic.interrupt(signal.SIGTERM, None)
+
+    monkeypatch.setattr(Reporter, "summary", signalled_summary)
+
+
+@pytest.mark.parametrize("direction", ["to parquet", "to jsonl"])
+@pytest.mark.parametrize("where", ["commit", "before summary", "after summary"])
+def test_a_signal_at_the_end_gives_one_outcome(tmp_path, monkeypatch, direction, where):
+    """A SIGTERM right at the end printed the success line and exited 143: a signal before the
+    output is committed leaves no output and no success line; one after it changes nothing."""
+    from ng_traj.io import atomic
+
+    dataset = tmp_path / "in.parquet"
+    assert run_cli("convert", RETAINED / "expected.jsonl", "-o", dataset).exit_code == 0
+    source, out = (RETAINED / "expected.jsonl", tmp_path / "out.parquet")
+    if direction == "to jsonl":
+        source, out = dataset, tmp_path / "out.jsonl"
+    _interrupted_at(monkeypatch, where)
+    result = run_cli("convert", source, "-o", out)
+    if where == "commit":
+        assert result.exit_code == 130 and not out.exists()
+        assert "converted" not in result.stderr
+        assert [p.name for p in tmp_path.iterdir()] == ["in.parquet"]
+    else:
+        assert result.exit_code == 0, result.stderr
+        assert result.stderr.splitlines()[-1].startswith("converted 13 trajectories")
+        assert out.exists()
+        assert not atomic.was_interrupted()  # the signal after the commit is forgotten with the command
+    monkeypatch.undo()
+    monkeypatch.setattr(atomic, "_interrupts", [])
+    with pytest.raises(KeyboardInterrupt):  # outside a command a signal raises at once again
+        atomic.interrupt(15, None)
+
+
+@pytest.mark.parametrize("committed", [True, False])
+def test_the_exit_after_a_committed_output_ignores_signals(tmp_path, monkeypatch, committed):
+    """The interpreter's shutdown puts the default handlers back: a SIGTERM then killed a convert
+    that had said its success (143). Once an output is committed, the entry point ignores signals."""
+    import signal
+    import sys
+
+    from ng_traj import cli
+    from ng_traj.io import atomic
+
+    monkeypatch.setattr(atomic, "_interrupts", [])
+    out = tmp_path / "out.parquet"
+    source = RETAINED / ("expected.jsonl" if committed else "missing.jsonl")
+    monkeypatch.setattr(sys, "argv", ["ng-traj", "convert", str(source), "-o", str(out)])
+    handlers = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        with pytest.raises(SystemExit) as done:
+            cli.main()
+        assert done.value.code == (0 if committed else 2) and out.exists() == committed
+        ignored = signal.SIG_IGN if committed else atomic.interrupt
+        assert signal.getsignal(signal.SIGTERM) == ignored and signal.getsignal(signal.SIGINT) == ignored
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)

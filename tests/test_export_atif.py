@@ -489,3 +489,71 @@ def test_standard_output_is_refused_saying_why_not_asking_for_the_o_given(fmt):
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: -o -: export cannot write to standard output: it writes several files")
     assert "completeness report" in line and "name an output path with -o" not in line
+
+
+def _split_rollouts(tmp_path: Path) -> tuple[Path, Path]:
+    """Two trajectory files of different rollouts (the retained run's first and second record)."""
+    lines = RETAINED.read_bytes().splitlines(keepends=True)
+    first, second = tmp_path / "first.jsonl", tmp_path / "second.jsonl"
+    first.write_bytes(lines[0])
+    second.write_bytes(lines[1])
+    return first, second
+
+
+@pytest.mark.parametrize(("fmt", "flags"), [("atif", ()), ("otlp", ("--split",))])
+def test_a_folder_an_export_wrote_is_replaced_by_an_export_of_other_rollouts(tmp_path, fmt, flags):
+    """The report was committed first, so the folder's last check read the new report, which does
+    not list the earlier documents: the export stopped with the new report beside the old documents."""
+    first, second = _split_rollouts(tmp_path)
+    out = tmp_path / "out"
+    assert run_cli("export", first, "--format", fmt, *flags, "-o", out).exit_code in (0, 3)
+    before = sorted(p.name for p in out.iterdir())
+    result = run_cli("export", second, "--format", fmt, *flags, "-o", out)
+    assert result.exit_code in (0, 3), result.stderr
+    after = sorted(p.name for p in out.iterdir())
+    assert after and not set(before) & set(after)
+    report = orjson.loads((tmp_path / "out.completeness.json").read_bytes())
+    assert sorted(Path(item["output"]).name for item in report["rollouts"]) == after
+
+
+@pytest.mark.parametrize(("fmt", "flags"), [("atif", ()), ("otlp", ()), ("otlp", ("--split",))])
+def test_a_documents_commit_that_fails_leaves_the_earlier_report_too(tmp_path, monkeypatch, fmt, flags):
+    """The last check before the documents replace their target refuses (a file appeared in the
+    folder meanwhile), or the rename fails: the earlier documents and the earlier report stay."""
+    import os
+
+    from ng_traj.diagnostics import RunError
+    from ng_traj.exports import run as export_run
+    from ng_traj.io import atomic
+
+    first, second = _split_rollouts(tmp_path)
+    out = tmp_path / ("out" if flags or fmt == "atif" else "out.jsonl")
+    report = tmp_path / f"{out.name}.completeness.json"
+    assert run_cli("export", first, "--format", fmt, *flags, "-o", out).exit_code in (0, 3)
+    documents = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()
+    earlier = report.read_bytes()
+    if out.is_dir():
+        checks = []
+
+        def refusing(path, suffix):
+            checks.append(path)
+            if len(checks) > 1:  # the last check, just before the swap
+                raise RunError(f"output {path} changed")
+
+        monkeypatch.setattr(export_run, "check_folder", refusing)
+    else:
+        replace = os.replace
+
+        def failing(source, target):
+            if Path(target) == out:
+                raise RunError(f"cannot rename over {out}")
+            replace(source, target)
+
+        monkeypatch.setattr(atomic.os, "replace", failing)
+    result = run_cli("export", second, "--format", fmt, *flags, "-o", out)
+    assert result.exit_code == 2, result.stderr
+    monkeypatch.undo()
+    assert report.read_bytes() == earlier
+    now = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()
+    assert now == documents
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["first.jsonl", "second.jsonl", out.name, report.name])

@@ -198,6 +198,29 @@ def test_output_does_not_depend_on_input_order():
     assert first == second
 
 
+@pytest.mark.parametrize("table_format", ["table", "markdown", "json", "csv"])
+def test_no_record_is_nothing_to_measure(tmp_path, table_format):
+    """Zero records printed a whole legend and claimed the records fit both contract revisions."""
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    result = run_cli("matrix", empty, "--format", table_format)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[-1] == "no records: nothing to measure; 0 errors, 1 warning"
+    assert "revision" not in result.stderr
+    if table_format == "json":
+        data = orjson.loads(result.stdout)
+        assert data["records"] == 0 and data["groups"] == []
+    elif table_format == "csv":
+        assert result.stdout.splitlines()[0].startswith("group,records,criterion")
+        assert len(result.stdout.splitlines()) == 1
+    else:
+        assert result.stdout == ""
+    as_json = run_cli("matrix", empty, "--format", table_format, "--output-format", "json")
+    summary = orjson.loads(as_json.stderr.splitlines()[-1])
+    assert (summary["records"], summary["exit_code"]) == (0, 1)
+    assert summary["revision"] == "no records: nothing to measure"
+
+
 @pytest.mark.parametrize(
     ("args", "message"),
     [

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import json
 import os
 from pathlib import Path
 
@@ -84,3 +85,44 @@ def test_what_is_not_a_regular_file_is_refused(tmp_path: Path):
         open_input(fifo, 1 << 20)
     with pytest.raises(OSError):
         open_input(tmp_path, 1 << 20)
+
+
+@pytest.mark.parametrize("kind", list(COMPRESS))
+def test_sniffing_a_json_file_reads_what_it_holds_not_the_bound(tmp_path: Path, kind: str):
+    """A .json file was sniffed with read(64 MiB + 1), which allocates 64 MiB before reading; the
+    verdicts are the same read in steps."""
+    import tracemalloc
+
+    from ng_traj.sources import sniff
+
+    value = {"sessions": [{"id": n, "pad": "y" * 500} for n in range(4000)]}  # 2 MB of JSON
+    path = tmp_path / "store.json"
+    path.write_bytes(COMPRESS[kind](b"\xef\xbb\xbf " + json.dumps(value).encode() + b"\n\n"))
+    assert sniff.first_record(path) == value
+    decode = sniff._value
+    sniff._value = len  # the reading alone is measured (the decoder allocates what it allocates)
+    tracemalloc.start()
+    try:
+        size = sniff.first_record(path)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+        sniff._value = decode
+    assert size == len(json.dumps(value))
+    assert peak < 16 << 20  # the text and its pieces: a few times 2 MB, never 64 MiB
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(COMPRESS[kind](json.dumps(value).encode()[:-1]))
+    assert sniff.first_record(cut) is None
+
+
+def test_a_json_file_past_the_sniffing_bound_is_not_sniffed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    from ng_traj.sources import sniff
+
+    monkeypatch.setattr(sniff, "SNIFF_JSON_BYTES", 10)
+    monkeypatch.setattr(sniff, "_JSON_STEP", 3)  # the bound met across steps
+    (tmp_path / "fits.json").write_bytes(b'  {"a": 12}\n\n\n')  # 10 bytes once stripped
+    (tmp_path / "over.json").write_bytes(b'{"a": 123}  ')
+    (tmp_path / "long.json").write_bytes(b'{"a": 1234}')
+    assert sniff.first_record(tmp_path / "fits.json") == {"a": 12}
+    assert sniff.first_record(tmp_path / "over.json") == {"a": 123}  # 11 bytes read, 10 once stripped
+    assert sniff.first_record(tmp_path / "long.json") is None

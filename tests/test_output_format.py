@@ -159,6 +159,29 @@ def test_conflicting_format_options_are_a_usage_error():
         assert "--output-format" in result.stderr
 
 
+@pytest.mark.parametrize("command", ["build", "validate"])
+@pytest.mark.parametrize("chosen", ["text", "github"])
+def test_json_with_another_output_format_is_refused_naming_both(tmp_path, command, chosen):
+    """An explicit --output-format text beside --json was quietly overridden (JSON was written)."""
+    out = tmp_path / "out.jsonl"
+    args = ("-o", out) if command == "build" else ()
+    for order in (("--json", "--output-format", chosen), ("--output-format", chosen, "--json")):
+        result = run_cli(command, RETAINED if command == "build" else RETAINED_EXPECTED, *args, *order)
+        assert result.exit_code == 2 and result.stdout == "" and "Traceback" not in result.stderr
+        (line,) = result.stderr.splitlines()
+        assert "--json" in line and f"--output-format {chosen}" in line
+        assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["build", "validate"])
+def test_json_with_output_format_json_agrees(tmp_path, command):
+    args = (RETAINED, "-o", tmp_path / "out.jsonl") if command == "build" else (RETAINED_EXPECTED,)
+    alias = run_cli(command, *args, "--json", "--output-format", "json")
+    plain = run_cli(command, *args, "--output-format", "json")
+    assert alias.exit_code == plain.exit_code and alias.stdout == plain.stdout
+    assert orjson.loads(alias.stdout.splitlines()[-1])["command"] == command
+
+
 @pytest.mark.parametrize(
     ("content", "message"),
     [
@@ -173,6 +196,9 @@ def test_validate_with_nothing_to_check_exits_1(tmp_path, content, message):
     result = run_cli("validate", path)
     assert result.exit_code == 1
     assert message in result.stderr
+    assert "revision" not in result.stderr  # no record: no claim of fitting a contract revision
+    summary = orjson.loads(run_cli("validate", path, "--output-format", "json").stdout.splitlines()[-1])
+    assert (summary["records"], summary["revision"]) == (0, "no records: nothing to measure")
     assert f"error: {path}: nothing was validated: it holds no trajectory record" in result.stderr
     assert result.stderr.splitlines()[-1].startswith("nothing validated: 1 file, 0 records")
     (summary,) = [line for line in _lines(run_cli("validate", path, "--output-format", "json").stdout)[-1:]]

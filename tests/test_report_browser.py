@@ -131,6 +131,15 @@ def test_a_timeline_shows_parallel_tool_bars_overlapping_and_the_sub_agent_neste
     print(f"screenshot: {shot}")
 
 
+def test_a_claude_code_tool_call_shows_the_completion_time_it_has(page):
+    """Its tool results give a completion and no start: 'no time recorded' was said of them."""
+    index = page.evaluate("() => ROLLOUTS.find((r) => r.rollout_id === '8a283a61-e3f0-4e8f-ba06-6711e2fcf2ed').i")
+    page.locator(f"#list tbody tr[data-i='{index}']").click()
+    page.wait_for_selector(".timeline")
+    tool = page.locator("li", has_text="toolu_c20e391b57a640c1ac962594").last
+    assert tool.locator(".untimed").inner_text() == "completed 2026-06-13T07:26:48.376Z; no start recorded"
+
+
 def test_a_rebuilt_gym_rollout_shows_its_conversation_and_gaps(page):
     index = page.evaluate("ROLLOUTS.find((r) => r.agent === 'anyswe_pi' && r.rollout_id === '0-0').i")
     page.evaluate("(i) => { location.hash = 'r=' + i; }", index)

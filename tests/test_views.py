@@ -129,6 +129,41 @@ def test_show_lists_and_shows_one_rollout_plainly_when_piped():
     assert "\x1b[" not in out
 
 
+@pytest.mark.parametrize(
+    ("times", "said"),
+    [
+        ({"completed_at": 1781335608.376}, "(completed 2026-06-13 07:26:48.376 UTC; no start recorded)"),
+        ({"started_at": 1781335608.0}, "(started 2026-06-13 07:26:48.000 UTC; no completion recorded)"),
+    ],
+)
+def test_show_says_the_one_time_an_untimed_tool_call_has(tmp_path, times, said):
+    """A tool call with one end of its interval (a Claude Code tool result's time) said 'no time recorded'."""
+    value = _value()
+    (tool,) = [t for t in value["tool_calls"] if t["tool_call_id"] == "call_c"]
+    tool.update(times)
+    source = tmp_path / "one_end.jsonl"
+    source.write_bytes(orjson.dumps(value) + b"\n")
+    out = run_cli("show", source, "1-0").stdout
+    assert f"tool call read  call_c  completed  —  {said}" in out and "no time recorded" not in out
+
+
+def test_show_gives_claude_code_tool_calls_their_completion_time(tmp_path):
+    from conftest import shared_dir
+
+    session = tmp_path / "session"
+    session.mkdir()
+    for source in shared_dir("producer-samples", "claude-code").glob("*.jsonl"):
+        (session / source.name).write_bytes(source.read_bytes())
+    built = tmp_path / "built.jsonl"
+    assert run_cli("build", session, "-o", built).exit_code == 0
+    (record,) = [orjson.loads(line) for line in built.read_bytes().splitlines()]
+    out = run_cli("show", built, record["rollout_id"]).stdout
+    timed = [t for t in record["tool_calls"] if t["completed_at"] is not None and t["started_at"] is None]
+    assert timed and "no time recorded" not in out
+    for tool in timed:
+        assert f"{tool['tool_call_id']}  completed  —  (completed " in out
+
+
 def _gym_rows(tmp_path):
     from conftest import shared_dir
 
@@ -207,6 +242,24 @@ def test_show_redacts_what_it_shows(tmp_path):
     assert "sk-live" not in masked.stdout and "token [REDACTED]" in masked.stdout
     bad = run_cli("show", source, "1-0", "--redact-pattern", "(")
     assert bad.exit_code == 2 and "--redact-pattern" in bad.stderr
+
+
+@pytest.mark.parametrize("output_format", ["text", "json", "github"])
+def test_report_to_standard_output_writes_the_html_alone(tmp_path, output_format):
+    """-o - writes the page to standard output and every diagnostic and summary to standard error
+    (the json summary line followed the page on standard output)."""
+    trajectories = FIXTURES / "matrix" / "trajectories.jsonl"
+    page = tmp_path / "page.html"
+    assert run_cli("report", PARALLEL, trajectories, "-o", page).exit_code == 0
+    result = run_cli("report", PARALLEL, trajectories, "-o", "-", "--output-format", output_format)
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout_bytes == page.read_bytes()
+    last = result.stderr.splitlines()[-1]
+    if output_format == "json":
+        assert orjson.loads(last)["rollouts"] == 6 and orjson.loads(last)["output"] == "-"
+    else:
+        assert last.startswith("wrote 6 rollouts to standard output;")
+    assert "'-' for standard output" in " ".join(run_cli("report", "--help").stdout.replace("│", " ").split())
 
 
 def test_report_of_nothing_writes_nothing(tmp_path):

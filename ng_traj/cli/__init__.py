@@ -13,7 +13,7 @@ import typer
 from ng_traj import __version__
 from ng_traj.cli import build, convert, export, matrix, report, schema, show, validate
 from ng_traj.cli.common import EXIT_INTERRUPTED, stderr_console
-from ng_traj.io.atomic import interrupt, interrupting_signal, was_interrupted
+from ng_traj.io.atomic import command_outputs, interrupt, interrupting_signal, was_interrupted
 
 app = typer.Typer(
     name="ng-traj",
@@ -56,8 +56,10 @@ def main() -> None:
     """Console-script entry point. SIGINT and SIGTERM interrupt the command: outputs are cleaned up."""
     signal.signal(signal.SIGINT, interrupt)
     signal.signal(signal.SIGTERM, interrupt)
+    committed = lambda: False  # noqa: E731
     try:
-        app()
+        with command_outputs() as committed:  # a signal after the command's commit changes nothing
+            app()
         code = 0
     except SystemExit as exc:
         code = exc.code
@@ -71,4 +73,10 @@ def main() -> None:
         terminated = interrupting_signal() == signal.SIGTERM
         stderr_console().print("[yellow]terminated[/]" if terminated else "[yellow]interrupted[/]")
         code = 128 + signal.SIGTERM if terminated else code  # the shell's status for each signal
+    if committed():
+        # The outcome is decided and said. The interpreter's shutdown (which unloads pyarrow, say)
+        # puts the default handlers back, so a signal arriving then would still kill the process
+        # (exit 143 after the success line): it is ignored instead.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(code)

@@ -81,7 +81,7 @@ def command(
     redact: RedactOption = False,
     redact_key: RedactKeyOption = None,
     redact_pattern: RedactPatternOption = None,
-    output_format: Annotated[str, output_format_option()] = "text",
+    output_format: Annotated[str | None, output_format_option()] = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
     json_output: Annotated[bool, json_alias_option()] = False,

@@ -27,7 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from ng_traj.diagnostics import RunError, printable
-from ng_traj.io.atomic import was_interrupted
+from ng_traj.io.atomic import command_outputs, was_interrupted
 from ng_traj.io.lines import MAX_LINE_BYTES_LIMIT
 
 if TYPE_CHECKING:
@@ -134,7 +134,8 @@ def guarded(debug: bool, body: Callable[[], int]) -> None:
     sys.stderr = Unreported(real_stderr, [False])
     _stdout_failures.clear()
     try:
-        code = _outcome(debug, body)
+        with command_outputs():  # a signal after an output is committed does not undo the outcome
+            code = _outcome(debug, body)
     finally:
         sys.stderr.flush()  # the diagnostics written as text are out before the command ends
         sys.stderr = real_stderr

@@ -24,6 +24,9 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
 
 FORMATS = ("table", "markdown", "json", "csv")
+MACHINE_FORMATS = ("json", "csv")
+"""Formats written even over no record (an empty document a program can read); a table or Markdown
+of no record is not written at all."""
 GROUPINGS = ("agent", "producer")
 if TYPE_CHECKING:
     from ng_traj.matrix_inputs import MatrixRecord
@@ -74,8 +77,9 @@ def command(
     every record is V, X when every record is X, else O, shown as `O 37/50` (records that are V /
     records the criterion applies to), with the main reason (a gap code or a missing field) of every
     cell that is not V. The matrix goes to standard output (--format), diagnostics and a summary
-    to standard error (--output-format: text, json or github). Exit 0 when records were evaluated,
-    1 when none was, 2 for usage errors.
+    to standard error (--output-format: text, json or github). With no record there is nothing to
+    measure: the summary says so, a table or Markdown is not written (json and csv give an empty
+    document). Exit 0 when records were evaluated, 1 when none was, 2 for usage errors.
     """
     guarded(
         debug,
@@ -102,7 +106,7 @@ def run(
 ) -> int:
     """Evaluate, render, and return the exit code."""
     from ng_traj.cli import matrix_render as render
-    from ng_traj.contract.revisions import revision_needed
+    from ng_traj.contract.revisions import NO_RECORDS, revision_needed
     from ng_traj.matrix import tabulate
     from ng_traj.matrix_inputs import all_records
     from ng_traj.matrix_report import load_reference, report
@@ -128,14 +132,16 @@ def run(
         )
         feedback.finish_steps()
     data = report(groups, by, documented if with_reference else None)
-    _write(data, table_format, render)
+    if data["records"] or table_format in MACHINE_FORMATS:
+        _write(data, table_format, render)
     code = EXIT_OK if data["records"] else EXIT_DATA
     sink = reporter.sink
-    revision = revision_needed(newer[0])
-    line = (
-        f"evaluated {plural(data['records'], 'record')} in {plural(len(data['groups']), 'group')}; "
-        f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}; {revision}"
-    )
+    revision = revision_needed(newer[0], data["records"])  # no record: no revision claimed
+    counts = f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
+    if data["records"]:
+        line = f"evaluated {plural(data['records'], 'record')} in {plural(len(data['groups']), 'group')}; {counts}; {revision}"
+    else:
+        line = f"{NO_RECORDS}; {counts}"
     summary = {"records": data["records"], "groups": len(data["groups"]), "revision": revision}
     reporter.summary(summary, code, line, lambda console: console.print(printable(line), markup=False))
     return code

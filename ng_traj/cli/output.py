@@ -76,17 +76,19 @@ def json_alias_option() -> Any:
     return typer.Option("--json", hidden=True, help="Deprecated: use --output-format json.")
 
 
-def choose_format(requested: str, json_alias: bool = False) -> str:
-    """The output format from ``--output-format`` and the deprecated ``--json``.
+def choose_format(requested: str | None, json_alias: bool = False) -> str:
+    """The output format from ``--output-format`` (``None`` when not given: text) and the deprecated
+    ``--json``.
 
     Raises:
-        RunError: An unknown format, or ``--json`` with ``--output-format github``.
+        RunError: An unknown format, or ``--json`` with an ``--output-format`` other than json (an
+            explicit ``--output-format text`` is refused too, not overridden).
     """
-    if requested not in OUTPUT_FORMATS:
+    if requested is not None and requested not in OUTPUT_FORMATS:
         raise RunError(f"--output-format {requested!r}: choose from {', '.join(OUTPUT_FORMATS)}")
-    if json_alias and requested == "github":
-        raise RunError("--json means --output-format json: drop one of --json and --output-format github")
-    return "json" if json_alias else requested
+    if json_alias and requested not in (None, "json"):
+        raise RunError(f"--json means --output-format json: drop one of --json and --output-format {requested}")
+    return "json" if json_alias else requested or "text"
 
 
 def verbosity(quiet: bool, verbose: bool) -> int:

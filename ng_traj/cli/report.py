@@ -29,13 +29,21 @@ from ng_traj.cli.output import (
 )
 from ng_traj.cli.show import INPUT_HELP, ROLE_HELP
 from ng_traj.diagnostics import RunError, plural, printable
+from ng_traj.io.atomic import STDOUT
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 
 def command(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False)],
     output: Annotated[
-        Path, typer.Option("--output", "-o", metavar="FILE", help="The HTML file to write.", show_default=False)
+        Path,
+        typer.Option(
+            "--output",
+            "-o",
+            metavar="FILE",
+            help="The HTML file to write ('-' for standard output, which then carries the HTML alone).",
+            show_default=False,
+        ),
     ],
     compare: Annotated[
         list[Path] | None,
@@ -67,7 +75,8 @@ def command(
     a second build of the same tasks side by side.
 
     --redact masks secrets in the report as in build output. Diagnostics and a summary go to
-    standard error (--output-format). Exit 0 when a report was written, 1 when the inputs hold no
+    standard error (--output-format; with -o - every format goes there, standard output carrying
+    the HTML alone). Exit 0 when a report was written, 1 when the inputs hold no
     rollout (nothing is written), 2 for usage errors.
     """
     guarded(
@@ -80,7 +89,12 @@ def command(
             tuple(role or ()),
             redactor(redact, redact_key, redact_pattern),
             max_line_bytes,
-            Reporter("report", choose_format(output_format), verbosity(quiet, verbose)),
+            Reporter(
+                "report",
+                choose_format(output_format),
+                verbosity(quiet, verbose),
+                results_on_stdout=str(output) == STDOUT,
+            ),
         ),
     )
 
@@ -95,7 +109,8 @@ def run(
     max_line_bytes: int,
     reporter: Reporter,
 ) -> int:
-    """Read, render, write atomically; return the exit code."""
+    """Read, render, write atomically (``output`` ``-``: to standard output, whole, once rendered);
+    return the exit code."""
     from ng_traj.io.atomic import atomic_file, check_file_target
     from ng_traj.matrix import tabulate
     from ng_traj.matrix_inputs import record_context
@@ -108,21 +123,24 @@ def run(
         roles = parse_roles(role)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
-    check_file_target(output)
-    refuse_input_as_output([*inputs, *compare], output)
+    to_stdout = str(output) == STDOUT
+    written = [] if to_stdout else [output]  # a file named '-' is an input like any other
+    if not to_stdout:
+        check_file_target(output)
+        refuse_input_as_output([*inputs, *compare], output)
     shown = mask or (lambda value: value)
     side, other = html.Collected(), html.Collected()
     with reporter.feedback() as feedback:
         advance = feedback.step("reading rollouts")
 
         def records():
-            for read in read_inputs(inputs, reporter.sink, max_line_bytes=max_line_bytes, outputs=[output]):
+            for read in read_inputs(inputs, reporter.sink, max_line_bytes=max_line_bytes, outputs=written):
                 advance()
                 side.add(read, shown(read.value), roles, keep_detail=True)
                 yield read.record, record_context(read)
 
         groups = tabulate(records(), "agent", load_reference().concurrent)
-        for read in read_inputs(compare, reporter.sink, max_line_bytes=max_line_bytes, outputs=[output]):
+        for read in read_inputs(compare, reporter.sink, max_line_bytes=max_line_bytes, outputs=written):
             other.add(read, read.value, roles, keep_detail=False)
         feedback.finish_steps()
     code = EXIT_OK if side.entries else EXIT_DATA
@@ -133,8 +151,9 @@ def run(
         )
         with atomic_file(output) as handle:
             handle.write(page.encode("utf-8"))
+    where = "standard output" if to_stdout else output
     line = (
-        f"wrote {plural(len(side.entries), 'rollout')} to {output}" if side.entries else "no rollouts: nothing written"
+        f"wrote {plural(len(side.entries), 'rollout')} to {where}" if side.entries else "no rollouts: nothing written"
     )
     if compare:
         line += f"; compared with {plural(len(other.entries), 'rollout')}"

@@ -43,7 +43,7 @@ def command(
             metavar="FILE", help="ng_trajectory JSONL files, rollout JSONL files, or Parquet dataset directories."
         ),
     ],
-    output_format: Annotated[str, output_format_option()] = "text",
+    output_format: Annotated[str | None, output_format_option()] = None,
     quiet: QuietOption = False,
     verbose: VerboseOption = False,
     json_output: Annotated[bool, json_alias_option()] = False,
@@ -126,13 +126,13 @@ def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
         "invalid": tally.invalid,
         "lines_skipped": tally.skipped,
         "nothing_validated": [safe_text(path) for path in tally.nothing_validated],
-        "revision": revision_needed(tally.with_0_7_keys),
+        "revision": revision_needed(tally.with_0_7_keys, tally.records),  # no record: no revision claimed
     }
     sink = reporter.sink
     counts = (
         f"{plural(tally.files, 'file')}, {plural(tally.records, 'record')}, {tally.invalid} invalid, "
-        f"{plural(tally.skipped, 'line')} skipped; {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}; "
-        f"{data['revision']}"
+        f"{plural(tally.skipped, 'line')} skipped; {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
+        + (f"; {data['revision']}" if tally.records else "")
     )
     verdict = "invalid" if sink.errors else "nothing validated" if tally.nothing_validated else "valid"
     problems = [(path, "nothing was validated: it holds no trajectory record") for path in tally.nothing_validated]

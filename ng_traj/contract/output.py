@@ -132,7 +132,8 @@ class ValidateSummaryLine(_Summary):
     """Named files (or datasets) holding no trajectory record to check (exit code 1)."""
     revision: str
     """Which contract revision the records need: ``0.7 fields present (...)`` when a record carries a
-    field nemo-gym 0.7.0 added, else ``fits both revisions (...)``."""
+    field nemo-gym 0.7.0 added, else ``fits both revisions (...)``; with no record checked,
+    ``no records: nothing to measure``."""
 
 
 class MatrixSummaryLine(_Summary):
@@ -143,7 +144,8 @@ class MatrixSummaryLine(_Summary):
     """Records evaluated."""
     groups: Count
     revision: str
-    """Which contract revision the records need (as for ``validate``)."""
+    """Which contract revision the records need (as for ``validate``); with no record,
+    ``no records: nothing to measure``."""
 
 
 class ConvertSummaryLine(_Summary):

@@ -74,8 +74,15 @@ def keys_0_7(record: Mapping[str, Any]) -> list[str]:
     return sorted(found)
 
 
-def revision_needed(with_0_7_keys: int) -> str:
-    """What a file needs, said for people and programs alike, from how many records carry 0.7.0 keys."""
+NO_RECORDS = "no records: nothing to measure"
+"""What :func:`revision_needed` says of no record at all: no revision is claimed."""
+
+
+def revision_needed(with_0_7_keys: int, records: int | None = None) -> str:
+    """What a file needs, said for people and programs alike, from how many records carry 0.7.0 keys
+    (:data:`NO_RECORDS` when ``records`` says there was none)."""
+    if records == 0:
+        return NO_RECORDS
     if with_0_7_keys:
         return "0.7 fields present (needs nemo-gym 0.7.0 or later)"
     return "fits both revisions (nemo-gym 0.7.0 and earlier)"

@@ -15,8 +15,10 @@ Outputs (``-o OUT``):
 Every output replaces its target only when the export completes and wrote at least one rollout
 (``io.atomic``); an existing output folder only when it is empty or an earlier export's
 (:func:`check_folder`); an output that is, or is a folder holding, one of the inputs is refused.
-The completeness report is written first, just before the documents replace their target: an export
-whose report cannot be written leaves neither. Paths in the report are text as ``validate`` writes
+The completeness report is written first (to its temporary, synced), then the documents replace their
+target, then the report replaces its own: an export whose report cannot be written leaves neither,
+and the last check of an existing output folder reads the earlier report, which says what the
+earlier export wrote there. Paths in the report are text as ``validate`` writes
 them (``diagnostics.safe_text``: the bytes of a non-UTF-8 file name as U+FFFD).
 """
 
@@ -279,43 +281,54 @@ def export(
         return Outcome(rollout, "lossy" if report.lost else "complete", None, report), data
 
     refuse_input_as_output(request.inputs, request.output, report_path(request.output))
-    if request.format == "otlp" and not request.split:
-        with contextlib.suppress(AbortWrite), atomic_file(request.output) as handle:
-            _to_file(request, sink, redact, on_rollout, one, handle, result)
+    # The report's temporary is the outer block, the documents' the inner one: the report is written
+    # and synced before the documents replace their target, and renamed over its own right after.
+    with contextlib.suppress(AbortWrite), atomic_file(report_path(request.output)) as report:
+        if request.format == "otlp" and not request.split:
+            with atomic_file(request.output) as handle:
+                _to_file(request, sink, redact, on_rollout, one, handle, result)
+                if not result.written:
+                    raise AbortWrite  # nothing exported: an earlier export at the output stays as it was
+                _write_report(report, request, result)
             if not result.written:
-                raise AbortWrite  # nothing exported: an earlier export at the output stays as it was
-            _write_report(request, result)  # before the documents: they never appear without it
-    else:
-        suffix = ".json" if request.format == "atif" else ".jsonl"
-        check = lambda path: check_folder(path, suffix)  # noqa: E731
-        with contextlib.suppress(AbortWrite), atomic_directory(request.output, check=check) as folder:
-            names = _Names(folder, suffix)
-            for rollout in rollouts(request, sink, redact):
-                outcome, data = one(rollout)
-                if data is not None:
-                    names.place(outcome).write_bytes(data)
-                result.outcomes.append(outcome)
-                if on_rollout:
-                    on_rollout()
-            if not result.written:
-                raise AbortWrite
-            for outcome in result.outcomes:
-                if outcome.output is not None:
-                    outcome.output = str(request.output / outcome.output)
-            _write_report(request, result)  # before the documents: they never appear without it
+                raise AbortWrite  # the file's own block dropped its text: the report's drops the report
+        else:
+            suffix = ".json" if request.format == "atif" else ".jsonl"
+            check = lambda path: check_folder(path, suffix)  # noqa: E731
+            with atomic_directory(request.output, check=check) as folder:
+                names = _Names(folder, suffix)
+                for rollout in rollouts(request, sink, redact):
+                    outcome, data = one(rollout)
+                    if data is not None:
+                        names.place(outcome).write_bytes(data)
+                    result.outcomes.append(outcome)
+                    if on_rollout:
+                        on_rollout()
+                if not result.written:
+                    raise AbortWrite
+                for outcome in result.outcomes:
+                    if outcome.output is not None:
+                        outcome.output = str(request.output / outcome.output)
+                _write_report(report, request, result)
     return result
 
 
-def _write_report(request: ExportRequest, result: Exported) -> None:
-    """Write the completeness report (atomically), inside the block writing the documents: a report
-    that cannot be made or written raises there, so the documents are dropped with it and an earlier
-    export at the output stays as it was.
+def _write_report(handle: BinaryIO, request: ExportRequest, result: Exported) -> None:
+    """Write the completeness report to its temporary and sync it, inside the block writing the
+    documents, before they replace their target: a report that cannot be written (a full disk)
+    raises there, so the documents are dropped with it. The documents are committed first, while
+    the earlier report beside them still says which files an earlier export wrote (the last check
+    of the folder reads it), then the report: a failure leaves both as they were, and only a crash
+    between the two renames can leave the new documents beside the earlier report.
 
     Raises:
         RunError: The report cannot be written (a full disk).
     """
-    with atomic_file(report_path(request.output)) as handle:
-        handle.write(report_bytes(request, result))
+    import os
+
+    handle.write(report_bytes(request, result))
+    handle.flush()
+    os.fsync(handle.fileno())
 
 
 def _to_file(

@@ -117,19 +117,58 @@ def _write_errors(name: str) -> Iterator[None]:
 
 _interrupts: list[int] = []
 _deferring: list[bool] = []
+_commands: list[list[int | None]] = []
+"""One entry per :func:`command_outputs` block running: ``[None]``, or once an output was committed
+in it, ``[how many interrupts were recorded before]``."""
 
 
 def interrupt(signum: int, frame: object) -> None:
     """Handler for SIGINT and SIGTERM: record the signal, then raise ``KeyboardInterrupt``
-    (at the end of the block when inside :func:`deferred_interrupts`).
+    (at the end of the block when inside :func:`deferred_interrupts`; not at all once the command
+    committed an output, see :func:`command_outputs`).
 
     Python drops an exception raised while a finalizer runs (the cycle collector's, say), so the
     raise alone can be lost and the command would run on; the record is not lost, and no output is
     committed once it is set (:func:`check_interrupted`).
     """
     _interrupts.append(signum)
-    if not _deferring:
+    if not _deferring and not _committed():
         raise KeyboardInterrupt
+
+
+@contextlib.contextmanager
+def command_outputs() -> Iterator[Callable[[], bool]]:
+    """The run of one command. Until it commits an output, SIGINT and SIGTERM stop it as
+    :func:`interrupt` says (the output left as it was). From the moment an output is committed
+    (renamed over its target, or written whole to standard output or a device) to the end of the
+    block, the command's outcome is decided: a signal arriving then is recorded, not raised, and
+    forgotten at the end, so the command finishes what it reports (a second output it commits with
+    the first, its summary) and exits with its own code, never with success said and 130 or 143.
+
+    Yields:
+        A function saying whether an output was committed in the block so far.
+    """
+    entry: list[int | None] = [None]
+    _commands.append(entry)
+    try:
+        yield lambda: entry[0] is not None
+    finally:
+        _commands.pop()
+        if entry[0] is not None:
+            del _interrupts[entry[0] :]
+
+
+def _committed() -> bool:
+    """Whether the running command has committed an output (:func:`command_outputs`)."""
+    return bool(_commands) and _commands[-1][0] is not None
+
+
+def _commit_point() -> None:
+    """Mark every running :func:`command_outputs` block as past its commit (an output is being put
+    in place now; what it records from here is not raised)."""
+    for entry in _commands:
+        if entry[0] is None:
+            entry[0] = len(_interrupts)
 
 
 @contextlib.contextmanager
@@ -154,8 +193,9 @@ def interrupting_signal() -> int | None:
 
 
 def check_interrupted() -> None:
-    """Raise ``KeyboardInterrupt`` if an interrupt was recorded (see :func:`interrupt`)."""
-    if _interrupts:
+    """Raise ``KeyboardInterrupt`` if an interrupt was recorded (see :func:`interrupt`) and the
+    command has not committed an output yet (:func:`command_outputs`)."""
+    if _interrupts and not _committed():
         raise KeyboardInterrupt
 
 
@@ -288,12 +328,14 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         with _write_errors("standard output"):
             yield WholeWrites(sys.stdout.buffer)  # type: ignore[misc]
             sys.stdout.buffer.flush()
+        _commit_point()
         return
     target = Path(path)
     if _is_special(target):
         check_file_target(target)
         with _write_errors(str(target)), contextlib.suppress(AbortWrite), open(target, "wb") as handle:
             yield WholeWrites(handle)  # type: ignore[misc]
+        _commit_point()
         return
     target = written_path(target)
     parent = check_file_target(target)
@@ -315,6 +357,7 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
             os.fsync(handle.fileno())
         check_interrupted()
         os.chmod(tmp, _kept_mode(target, 0o644))
+        _commit_point()  # from here a signal no longer undoes the output (command_outputs)
         os.replace(tmp, target)
     except AbortWrite:
         with contextlib.suppress(OSError):
@@ -364,6 +407,7 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         os.chmod(tmp, _kept_mode(target, 0o755))
         if check is not None:
             check(target)
+        _commit_point()  # from here a signal no longer undoes the output (command_outputs)
         if target.exists():
             with deferred_interrupts():  # the swap runs whole: a signal inside it is raised once it is done
                 old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))

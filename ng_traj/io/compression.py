@@ -38,7 +38,16 @@ _ZSTD_STEP = 16 << 10
 
 
 class CompressedStreamError(Exception):
-    """A compressed stream is cut short or corrupt; ``str()`` says which and how."""
+    """A compressed stream is cut short or corrupt; ``str()`` says which and how.
+
+    Attributes:
+        text_read: Bytes of text the stream decoded to before it broke, all of them handed out
+            (the whole lines read and the start of the line it broke in); ``None`` when not counted.
+    """
+
+    def __init__(self, message: str, text_read: int | None = None) -> None:
+        super().__init__(message)
+        self.text_read = text_read
 
 
 def compression_of(head: bytes) -> str | None:
@@ -134,6 +143,7 @@ class _GzipInput(gzip.GzipFile):
     def __init__(self, handle: BinaryIO) -> None:
         super().__init__(fileobj=handle, mode="rb")
         self._source = handle
+        self._text_read = 0
 
     def read(self, size: int | None = -1) -> bytes:
         with _gzip_errors():
@@ -144,9 +154,18 @@ class _GzipInput(gzip.GzipFile):
             return super().read1(size)
 
     def readinto(self, buffer: bytearray | memoryview) -> int:  # type: ignore[override]
-        """Fill ``buffer`` with what one step decodes (``read1``), so that text before a break is handed out."""
-        data = self.read1(len(buffer))
+        """Fill ``buffer`` with what one step decodes (``read1``), so that text before a break is handed out.
+
+        Raises:
+            CompressedStreamError: The stream breaks; ``text_read`` counts the text handed out before.
+        """
+        try:
+            data = self.read1(len(buffer))
+        except CompressedStreamError as exc:
+            exc.text_read = self._text_read
+            raise
         buffer[: len(data)] = data
+        self._text_read += len(data)
         return len(data)
 
     def close(self) -> None:
@@ -173,6 +192,7 @@ class _ZstdRaw(io.RawIOBase):
         self._frame = self._context.decompressobj()
         self._in_frame = False
         self._text = memoryview(b"")
+        self._text_read = 0
 
     def readable(self) -> bool:
         return True
@@ -182,12 +202,17 @@ class _ZstdRaw(io.RawIOBase):
             data = self._handle.read(_ZSTD_STEP)
             if not data:
                 if self._in_frame:
-                    raise CompressedStreamError("zstd stream ends inside a frame (truncated)")
+                    raise CompressedStreamError("zstd stream ends inside a frame (truncated)", self._text_read)
                 return 0
-            self._text = memoryview(self._decode(data))
+            try:
+                self._text = memoryview(self._decode(data))
+            except CompressedStreamError as exc:
+                exc.text_read = self._text_read
+                raise
         count = min(len(buffer), len(self._text))
         buffer[:count] = self._text[:count]
         self._text = self._text[count:]
+        self._text_read += count
         return count
 
     def _decode(self, data: bytes) -> bytes:

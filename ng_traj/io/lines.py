@@ -200,7 +200,9 @@ def iter_json_lines(
 
     A gzip or Zstandard file is read decompressed (``io/compression.py``): line numbers, offsets and
     sizes are those of its text. A stream cut short or corrupt ends the file with one
-    ``compressed_stream_invalid`` error at the line it reached; the lines before it are yielded.
+    ``compressed_stream_invalid`` error at the line it reached (its offset is where that line starts;
+    its message counts every byte of text decoded, that line's start included); the lines before it
+    are yielded.
 
     Args:
         copy: Receives every byte of text read, in order (a compressed file's rows are re-read
@@ -217,7 +219,10 @@ def iter_json_lines(
         except CompressedStreamError as exc:
             offset, number = position
             where = (name, number + 1, offset)
-            message = f"{exc} at line {number + 1}, {offset} bytes of text in; the lines before it are kept"
+            # The offset is where the line the stream broke in starts; the text read counts that
+            # line's bytes too (a break inside a first line of 30 KB is 30 KB in, not 0).
+            text_read = offset if exc.text_read is None else max(offset, exc.text_read)
+            message = f"{exc} at line {number + 1}, {text_read} bytes of text in; the lines before it are kept"
             yield JsonLine(name, number + 1, offset, 0, None, _problem(where, "error", STREAM_INVALID, message))
 
 

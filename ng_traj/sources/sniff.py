@@ -15,6 +15,9 @@ SNIFF_LINE_BYTES = DEFAULT_MAX_LINE_BYTES
 """A line is read whole to tell what a file is (up to the longest line a build reads: a valid row of
 hundreds of megabytes is still a row); only the first JSON line of a file is kept."""
 SNIFF_JSON_BYTES = 64 << 20
+"""A ``.json`` file is sniffed when it holds at most this much text (its value read whole)."""
+_JSON_STEP = 1 << 20
+"""Bytes read at a time from a ``.json`` file being sniffed: what it holds, not the 64 MiB bound."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,11 +62,26 @@ def first_record(path: Path) -> Any:
     try:
         with open_input(path) as handle:
             if logical_path(path).suffix == ".json":
-                data = handle.read(SNIFF_JSON_BYTES + 1).removeprefix(BOM).strip()
+                data = _head(handle, SNIFF_JSON_BYTES + 1).removeprefix(BOM).strip()
                 return _value(data) if len(data) <= SNIFF_JSON_BYTES else None
             return _first_line_value(handle, None if ".jsonl" in path.name else SNIFF_LINES)
     except (OSError, CompressedStreamError):
         return None
+
+
+def _head(handle: Any, size: int) -> bytes:
+    """The first ``size`` bytes of ``handle`` (all of it when shorter), as ``handle.read(size)`` gives
+    them, but read in steps of :data:`_JSON_STEP`: a buffered file's ``read(size)`` allocates
+    ``size`` bytes before it reads any, 64 MiB for every ``.json`` file sniffed."""
+    pieces: list[bytes] = []
+    left = size
+    while left > 0:
+        piece = handle.read(min(left, _JSON_STEP))
+        if not piece:
+            break
+        pieces.append(piece)
+        left -= len(piece)
+    return pieces[0] if len(pieces) == 1 else b"".join(pieces)
 
 
 def _value(data: bytes) -> Any:

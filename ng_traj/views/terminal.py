@@ -8,6 +8,7 @@ that an untrusted transcript cannot drive the terminal or forge lines of the dis
 
 from __future__ import annotations
 
+import datetime
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -102,10 +103,29 @@ def _tool_line(tool: Mapping[str, Any]) -> Text:
     line.append_text(_status(tool["status"]))
     line.append(f"  {_ms(tool['duration_ms'])}")
     if tool["interval"] is None:
-        line.append("  (no time recorded)", style="yellow")
+        line.append(f"  {_untimed(tool)}", style="yellow")
     if not tool["recorded"]:
         line.append("  (in the conversation only: no tool record)", style="dim")
     return line
+
+
+def _untimed(tool: Mapping[str, Any]) -> str:
+    """What a tool call with no interval states of its time: the one end it has (a Claude Code
+    tool result's time is its completion, its start unknown), else that it has none."""
+    if tool["completed_at"] is not None:
+        return f"(completed {_moment(tool['completed_at'])}; no start recorded)"
+    if tool["started_at"] is not None:
+        return f"(started {_moment(tool['started_at'])}; no completion recorded)"
+    return "(no time recorded)"
+
+
+def _moment(seconds: float) -> str:
+    """Unix seconds as ``YYYY-MM-DD HH:MM:SS.mmm UTC`` (as the number when no date holds them)."""
+    try:
+        moment = datetime.datetime.fromtimestamp(seconds, datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return f"at {seconds:g} s"
+    return f"{moment:%Y-%m-%d %H:%M:%S}.{moment.microsecond // 1000:03d} UTC"
 
 
 def _invocation_label(node: Mapping[str, Any]) -> Text:

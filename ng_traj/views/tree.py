@@ -111,7 +111,8 @@ def tool_call_count(value: Mapping[str, Any]) -> int:
 
 
 def tool_call_row(tool: Mapping[str, Any], recorded: bool = True) -> dict[str, Any]:
-    """One tool call: id, name, status, duration (ms), interval, and whether a tool record exists."""
+    """One tool call: id, name, status, duration (ms), the times the record states (``started_at``,
+    ``completed_at``: Unix seconds or ``None``), interval, and whether a tool record exists."""
     return {
         "id": tool["tool_call_id"],
         "label": tool.get("tool_name") or "tool call",
@@ -119,6 +120,8 @@ def tool_call_row(tool: Mapping[str, Any], recorded: bool = True) -> dict[str, A
         "error": tool.get("error_type"),
         "duration_ms": tool.get("duration_ms"),
         "timing_source": tool.get("timing_source"),
+        "started_at": tool.get("started_at"),
+        "completed_at": tool.get("completed_at"),
         "interval": interval(tool),
         "recorded": recorded,
         "children": [],
