@@ -113,8 +113,10 @@ class NativeReader(Protocol):
     """What a native reader module provides (one module per producer in ``sources/``).
 
     ``name`` is also the input kind its ``sniff`` claims (``Claim(kind=name, ...)``); ``source`` is
-    the ``AgentObservationBundle.source`` it produces. ``index`` must keep the paths exactly as given
-    (``str(path)``), so that the build can tell which named input a unit came from.
+    the ``AgentObservationBundle.source`` it produces. ``index`` is given the paths as text (a build's)
+    or as ``Path`` objects, and must keep them exactly as given (``str(path)``), so that the build can
+    tell which named input a unit came from; :func:`as_paths` makes ``Path`` objects of them for a
+    reader that needs them.
     """
 
     name: str
@@ -123,7 +125,7 @@ class NativeReader(Protocol):
     def sniff(self, sniffed: Sniffed) -> Claim | None:
         """Claim a file (or decline) from its name and first record; never raises."""
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
         """Group the claimed files into units (a list, or an iterator that makes each as it is taken)."""
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
@@ -143,17 +145,22 @@ class FunctionReader:
     name: str
     source: str
     sniff_fn: Callable[[Sniffed], Claim | None]
-    index_fn: Callable[[Sequence[Path], DiagnosticSink], Iterable[NativeUnit]]
+    index_fn: Callable[[Sequence[str | Path], DiagnosticSink], Iterable[NativeUnit]]
     load_fn: Callable[[NativeUnit, DiagnosticSink], NativeObservations]
 
     def sniff(self, sniffed: Sniffed) -> Claim | None:
         return self.sniff_fn(sniffed)
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
         return self.index_fn(files, sink)
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
         return self.load_fn(unit, sink)
+
+
+def as_paths(files: Sequence[str | Path]) -> list[Path]:
+    """``files`` as ``Path`` objects (a reader's own, for the time it indexes: a build gives text)."""
+    return [Path(file) for file in files]
 
 
 def register(reader: NativeReader) -> NativeReader:
@@ -178,7 +185,7 @@ def _same(unit: NativeUnit) -> Any:
 
 
 def index_units(
-    name: str, files: Sequence[Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T] = _same
+    name: str, files: Sequence[str | Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T] = _same
 ) -> list[T]:
     """Group ``files`` into units with reader ``name``; a reader failing on a file costs that file.
 
@@ -207,7 +214,7 @@ def index_units(
 
 
 def _attempt(
-    reader: NativeReader, files: Sequence[Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T]
+    reader: NativeReader, files: Sequence[str | Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T]
 ) -> list[T] | None:
     """``each`` of every unit the reader makes of ``files``; ``None`` when the reader raises (what
     ``each`` raises is not the reader's failure: it goes to the caller)."""
@@ -230,7 +237,7 @@ def _attempt(
     return results
 
 
-def _failure(reader: NativeReader, path: Path) -> str | None:
+def _failure(reader: NativeReader, path: str | Path) -> str | None:
     try:
         for _ in reader.index([path], DiagnosticSink()):
             pass

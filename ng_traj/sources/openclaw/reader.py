@@ -37,6 +37,7 @@ from ng_traj.io.files import is_link, resolved_folders
 from ng_traj.sources.native import (
     NativeObservations,
     NativeUnit,
+    as_paths,
     folders_of,
     joined_ids,
     observation_bundle,
@@ -173,13 +174,14 @@ class OpenClawReader:
             return Claim(self.name, "OpenClaw session transcript")
         return None
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
         """Units: PinchBench runs, store trees, then transcripts no store names.
 
         Made one at a time (an agents root's trees together): every transcript's header is read first
         (``pi/session.scan_header``), and a unit's response ids only as the unit is made, so a caller
         that takes each unit as it comes (``native.index_units``) never holds the ids of every session.
         """
+        files = as_paths(files)  # a build gives text
         stores_by_root: dict[Path, list[Path]] = {}
         transcripts = []
         for file in files:

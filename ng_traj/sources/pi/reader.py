@@ -49,7 +49,7 @@ class PiReader:
             return Claim(self.name, "pi session")
         return None
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id.
 
         Every file's header is read first (forks are grouped by them, ``scan_header``); a unit's
@@ -60,7 +60,8 @@ class PiReader:
         for root, names in fork_trees(fork_parents(sessions)).items():
             ids = joined_ids([tuple(sorted(scan_session(name)[1])) for name in names])
             paths = tuple(sorted(names))
-            hints = (("root", root),)
+            first = root == paths[0]  # what load and messages take without a hint: no tuples per unit for it
+            hints = () if first else (("root", root),)
             yield NativeUnit(
                 self.name,
                 sessions[root].session_id,
@@ -68,7 +69,7 @@ class PiReader:
                 ids,
                 folders_of(paths),
                 hints=hints,
-                anchor=root,
+                anchor=None if first else root,
             )
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
