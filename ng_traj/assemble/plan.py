@@ -354,7 +354,7 @@ def _attribute_units(
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
                 where = Attribution(gap=gap, reason=f"rollout {where.row[0]} is on several rows of {where.row[1]}")
-            return replace(unit, response_ids=(), folders=()), where
+            return replace(unit, response_ids=(), folders=(), scan_ids=None), where
 
         decided = index_units(name, files, sink, placed)
         forget_regular(files)

@@ -53,6 +53,11 @@ class NativeUnit:
         paths: Every file the unit is read from (sorted).
         response_ids: Provider response ids of its assistant messages, each once, sorted (exact-id
             attribution; a tuple rather than a set: it is held for every unit while a reader indexes).
+            A reader may leave them to ``scan_ids`` instead.
+        scan_ids: Gives ``response_ids`` when asked (:func:`unit_response_ids`), for a reader that
+            reads them only for the units attribution asks it of: exact-id attribution is the third
+            way, and a unit the manifest or a rollout folder places needs no ids (nor a read of its
+            transcripts for them). Attribution drops it with the ids.
         folders: Names of the folders above its files, each once (per-rollout folder attribution; a
             tuple for the same reason).
         run_ids: Run ids it records (PinchBench ``<task>_<run_id>`` folders).
@@ -68,6 +73,26 @@ class NativeUnit:
     run_ids: frozenset[str] = frozenset()
     hints: tuple[tuple[str, str], ...] = ()
     anchor: str | None = None
+    scan_ids: Callable[[], tuple[str, ...]] | None = None
+
+
+class IndexFailure(Exception):
+    """A unit's :attr:`NativeUnit.scan_ids` raised (its ``__cause__``): the reader failed on its files,
+    as when it raises while indexing them (``index_units`` asks it again file by file)."""
+
+
+def unit_response_ids(unit: NativeUnit) -> tuple[str, ...]:
+    """The unit's response ids: ``response_ids``, or what its ``scan_ids`` gives.
+
+    Raises:
+        IndexFailure: ``scan_ids`` raised.
+    """
+    if unit.scan_ids is None:
+        return unit.response_ids
+    try:
+        return unit.scan_ids()
+    except Exception as exc:
+        raise IndexFailure(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +221,7 @@ def index_units(
 
     A reader that raises (a shape its code does not expect) is asked again file by file; each file it
     still fails on is one ``native_load_failed`` error, and the others are grouped together as usual.
+    A unit's ``scan_ids`` raising while ``each`` asks it (:class:`IndexFailure`) is the reader's failure.
     The diagnostics of an attempt that failed are dropped, so nothing is reported twice.
     """
     reader = READERS[name]
@@ -231,7 +257,10 @@ def _attempt(
             return None
         if unit is None:
             break
-        results.append(each(unit))
+        try:
+            results.append(each(unit))
+        except IndexFailure:  # the unit's scan_ids, asked by each: the reader's failure
+            return None
     for diagnostic in held:
         sink.add(diagnostic)
     return results
@@ -239,8 +268,10 @@ def _attempt(
 
 def _failure(reader: NativeReader, path: str | Path) -> str | None:
     try:
-        for _ in reader.index([path], DiagnosticSink()):
-            pass
+        for unit in reader.index([path], DiagnosticSink()):
+            unit_response_ids(unit)  # as a unit's attribution may ask them
+    except IndexFailure as exc:
+        return _exception_text(exc.__cause__)  # type: ignore[arg-type]
     except Exception as exc:
         return _exception_text(exc)
     return None
