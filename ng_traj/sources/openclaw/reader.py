@@ -247,7 +247,10 @@ class OpenClawReader:
             covered.update(node.key for node in nodes)
             paths = [*store_paths, *(node.transcript for node in nodes if node.transcript is not None)]
             paths += [checkpoint for node in nodes for checkpoint in node.checkpoints]
-            hints = (("root", root), ("agents_root", str(stores.root)), *(("store", str(p)) for p in store_paths))
+            # the agents root only when loading cannot tell it from the first store (``_agents_root``)
+            derived = bool(store_paths) and _agents_root(store_paths[0]) == stores.root
+            agents = () if derived else (("agents_root", str(stores.root)),)
+            hints = (("root", root), *agents, *(("store", str(p)) for p in store_paths))
             renamed = {node.transcript for node in nodes} & set(stores.renamed.values())
             hints += tuple(("renamed", str(path)) for path in sorted(renamed))
             anchor = nodes[0].transcript or stores.entries[root].store
@@ -278,12 +281,12 @@ class OpenClawReader:
                 unowned = _unowned_by(scanned.get(one.invocation.invocation_id))
                 one.gaps[:0] = [ObservationGap(code="subagent_hierarchy_unavailable", detail=detail), *unowned]
             return _bundle(observed, [])
-        agents = Path(hints["agents_root"])
         store_paths = (
-            _pinchbench_stores(agents)
+            _pinchbench_stores(Path(hints["agents_root"]))
             if hints["mode"] == "pinchbench"
             else [Path(value) for name, value in unit.hints if name == "store"]
         )
+        agents = Path(hints["agents_root"]) if "agents_root" in hints else _agents_root(store_paths[0])
         if "root" not in hints:
             return _bundle([_single(Path(hints["transcript"]), sink, detail="root_session_not_found")], [])
         root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
