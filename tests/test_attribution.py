@@ -158,3 +158,17 @@ def test_a_manifest_accepts_every_kind_as_accepts():
     assert {"rollouts", "capture", "claude_code", "codex", "hermes", "openclaw", "opencode", "pi"} <= set(
         forcible_kinds()
     )
+
+
+def test_response_ids_are_read_only_for_the_units_nothing_before_them_places(monkeypatch):
+    from ng_traj.assemble.pipeline import prepare
+    from ng_traj.diagnostics import DiagnosticSink
+    from ng_traj.sources.pi import session
+
+    scanned = []
+    scan = session.scan_session
+    monkeypatch.setattr(session, "scan_session", lambda path: scanned.append(Path(path).name) or scan(path))
+    _, slots, _ = prepare([E2E], DiagnosticSink(), max_line_bytes=1 << 20)
+    placed = {slot.identity.rollout_id: [unit.key for unit in slot.native] for slot in slots}
+    assert placed == {"0-0": ["sess-e2e"], "0-1": ["sess-pi"]}  # by its folder, and by its response id
+    assert scanned == ["2026-04-13T03-01-00-000Z_sess-pi.jsonl"]  # the OpenClaw transcript's folder placed it

@@ -19,7 +19,7 @@ import pytest
 from conftest import FIXTURES, run_cli, run_json
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import BOM
-from ng_traj.sources.native import READERS, NativeUnit, index_units
+from ng_traj.sources.native import READERS, NativeUnit, index_units, unit_response_ids
 
 LEGACY_ROWS = FIXTURES / "build" / "legacy_attachments" / "input" / "rollouts.jsonl"
 
@@ -291,6 +291,42 @@ def test_a_streaming_reader_failing_midway_costs_that_file_and_each_unit_is_take
         ("native_load_failed", str(files[1])),
         ("session_unattributed", str(files[0])),
     ]
+
+
+class _LazyReader(_FragileReader):
+    """A reader leaving each unit's response ids to its ``scan_ids``, which raise for ``bad.jsonl``."""
+
+    name = "lazy"
+
+    def index(self, files, sink):
+        for path in files:
+            yield NativeUnit(self.name, path.stem, (str(path),), scan_ids=lambda path=path: _scan(path))
+
+
+def _scan(path):
+    if path.name == "bad.jsonl":
+        raise KeyError("kind")
+    return (f"resp_{path.stem}",)
+
+
+def test_a_unit_whose_ids_cannot_be_scanned_when_asked_costs_its_file_as_an_indexing_failure(tmp_path):
+    READERS["lazy"] = _LazyReader()
+    try:
+        files = [tmp_path / name for name in ("a.jsonl", "bad.jsonl", "c.jsonl")]
+        seen: list[Diagnostic] = []
+        asked = index_units("lazy", files, DiagnosticSink(seen.append), unit_response_ids)
+        unasked = index_units("lazy", files, DiagnosticSink(), lambda unit: unit.key)
+    finally:
+        del READERS["lazy"]
+    assert asked == [("resp_a",), ("resp_c",)]
+    assert [(d.code, d.path, d.message) for d in seen] == [
+        (
+            "native_load_failed",
+            str(files[1]),
+            "could not be indexed (KeyError: 'kind'); the sessions it holds are left out",
+        )
+    ]
+    assert unasked == ["a", "bad", "c"]  # ids nobody asks are never read
 
 
 def test_a_symlink_loop_under_a_manifest_path_is_one_unreadable_file(tmp_path):

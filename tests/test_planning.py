@@ -3,6 +3,7 @@ file objects; every path and every diagnostic as without those shortcuts."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -206,3 +207,58 @@ def test_whether_a_transcript_is_openclaw_s_is_worked_out_once_per_file(tmp_path
     assert asked == [session]
     (tmp_path / "sessions.json").write_text("{}")
     assert [claim.kind for claim in claims(session)] == ["openclaw"] and len(asked) == 2
+
+
+def test_paths_as_text_sort_as_their_path_objects_do():
+    texts = [
+        "a/b/c",
+        "a/b-c",
+        "a/b",
+        "a/b c/d",
+        "a/b.c/d",
+        "a/b!/x",
+        "/x/y",
+        "/x-y",
+        "//x/y",
+        "/",
+        "../z",
+        "-z/a",
+        ".",
+        "a/\udcff/b",
+        "a/é/b",
+    ]
+    assert sorted(texts, key=files.path_order) == [str(path) for path in sorted(map(Path, texts))]
+
+
+def test_discovery_indexes_native_files_as_text_in_path_order(tmp_path):
+    for folder in ("1-0", "1", "1-0/x"):
+        (tmp_path / "s" / folder).mkdir(parents=True, exist_ok=True)
+        header = {"type": "session", "version": 3, "id": f"s{folder}", "timestamp": "t", "cwd": "/"}
+        (tmp_path / "s" / folder / "a.jsonl").write_text(json.dumps(header) + "\n")
+    inputs = discover([tmp_path / "s"], DiagnosticSink())
+    found = inputs.native["pi"]
+    assert all(type(path) is str for path in found)
+    assert sorted(found, key=files.path_order) == [str(path) for path in sorted(map(Path, found))]
+    assert sorted(found, key=files.path_order) != sorted(found)  # text order is not Path order here
+
+
+@pytest.mark.parametrize(
+    "name, kept",
+    [("0-0.capture.jsonl", ""), ("0-0.capture.jsonl.gz", None), ("other.capture.jsonl", None)],
+)
+def test_a_capture_file_named_as_its_store_names_it_keeps_no_path_text(tmp_path, name, kept):
+    from ng_traj.sources.capture.store import CaptureFiles
+
+    path = str(tmp_path / name)
+    files_ = CaptureFiles.of(str(tmp_path), "0-0", path)
+    assert files_.file == (path if kept is None else kept)
+    assert files_.capture == path
+
+
+def test_a_capture_file_named_directly_keeps_its_text(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "0-0.capture.jsonl").write_text('{"model_call_id": "m", "dialect": "responses"}\n')
+    for named in (Path("0-0.capture.jsonl"), tmp_path / "0-0.capture.jsonl"):
+        inputs = discover([named], DiagnosticSink())
+        [(_, (found,))] = inputs.capture.items()
+        assert found.capture == str(named)

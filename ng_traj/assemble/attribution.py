@@ -27,7 +27,7 @@ from ng_traj.io.files import resolved
 from ng_traj.sources.capture.record import derived_response, tool_calls_and_reasoning
 from ng_traj.sources.capture.store import CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
-from ng_traj.sources.native import NativeUnit
+from ng_traj.sources.native import NativeUnit, unit_response_ids
 
 RowKey = tuple[str, str]
 """(rollout id, run)."""
@@ -218,6 +218,7 @@ def _targets(
     if method == "model_call_id":
         if captured.empty:
             return set()
-        sets = () if unit.response_ids else tool_sets(unit)
-        return {(rollout, None) for rollout in captured.rollouts(unit.response_ids, sets)}
+        ids = unit_response_ids(unit)  # read here, if the reader left them to the unit's scan_ids
+        sets = () if ids else tool_sets(unit)
+        return {(rollout, None) for rollout in captured.rollouts(ids, sets)}
     return {key for run_id in unit.run_ids for key in rows.rows_by_run_id.get(run_id, ())}  # type: ignore[misc]

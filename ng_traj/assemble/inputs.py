@@ -57,7 +57,9 @@ class Inputs:
         capture_named: The named input each marker, and each capture file found under another named
             input than the first file of its store, was found under.
         store_named: The named input the first capture file of each store was found under.
-        native: Files claimed by each native reader (``sources/native.py``), by reader name.
+        native: Files claimed by each native reader (``sources/native.py``), by reader name, as text
+            (``str`` of the walked path, the one string ``native_named`` and the readers' units key by;
+            a ``Path`` per file would cost about 300 bytes more, and ``pathlib`` interns every part).
         native_named: The named input each native file was found under.
         by_kind: Files per kind (``rollouts``, ``capture``, ``unsupported``, ``unclaimed``, ``ambiguous``).
         named: Every named input, for the "yielded nothing" check.
@@ -73,10 +75,14 @@ class Inputs:
     by_kind: Counter[str] = field(default_factory=Counter)
     named: list[str] = field(default_factory=list)
     unsupported: list[tuple[str, str]] = field(default_factory=list)
-    native: dict[str, list[Path]] = field(default_factory=dict)
+    native: dict[str, list[str]] = field(default_factory=dict)
     native_named: dict[str, str] = field(default_factory=dict)
     capture_enabled: bool = False
     overlaps: dict[str, set[str]] = field(default_factory=dict)
+    rollout_ids: dict[str, str] = field(default_factory=dict)
+    """One string per capture rollout id while discovering (however many stores hold a file of it);
+    emptied at its end. Not ``sys.intern``: the interpreter's table of interned strings keeps the size
+    it grew to."""
 
     def planned(self) -> None:
         """Drop the per-file indexes once the plan has consumed them: they grow with the corpus, and
@@ -106,10 +112,10 @@ class Inputs:
         place = next((index for index, files in enumerate(stores) if files.store == store), len(stores))
         current = stores[place] if place < len(stores) else CaptureFiles(store, key.rollout_id)
         if path.name.endswith(INCOMPLETE_SUFFIX):
-            current = CaptureFiles(store, key.rollout_id, current.capture, True)
+            current = CaptureFiles(store, key.rollout_id, current.file, True)
             self.capture_named[str(path)] = named
         else:
-            current = CaptureFiles(store, key.rollout_id, str(path), current.incomplete)
+            current = CaptureFiles.of(store, key.rollout_id, str(path), current.incomplete)
             if self.store_named.setdefault(store, named) != named:  # most files share their store's
                 self.capture_named[str(path)] = named
         self.capture[slot] = (*stores[:place], current, *stores[place + 1 :])
@@ -190,6 +196,7 @@ def discover(
             entry = (attributed.get(resolved(file)) or named_entry) if attributed else None
             mode = link.st_mode if link is not None and not stat.S_ISLNK(link.st_mode) else None
             _classify(inputs, file, named_text, file == named, force_kind, entry, sink, mode, capture_folders)
+    inputs.rollout_ids.clear()
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     if len(inputs.rollout_files) > 1:
         _skip_attach_outputs(inputs, sink)
@@ -294,13 +301,14 @@ def _classify(
     elif kind in READERS:
         if mode is not None:  # its lstat found a regular file: planning need not take it again
             note_regular(file)
-        inputs.native.setdefault(kind, []).append(file)
-        inputs.native_named[str(file)] = named
+        text = str(file)  # the Path caches its text: one string shared by these and note_regular
+        inputs.native.setdefault(kind, []).append(text)
+        inputs.native_named[text] = named
     elif kind == "capture":
         rollout = (
             entry.rollout_id
             if entry
             else (capture_rollout_id(file.name) or logical_name(file.name).removesuffix(".jsonl"))
         )
-        # one string per rollout id, however many stores (policy, judge) hold a file of it
-        inputs.add_capture(file, CaptureKey(sys.intern(rollout), entry.run if entry else None), named)
+        rollout = inputs.rollout_ids.setdefault(rollout, rollout)  # one string per rollout id
+        inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)

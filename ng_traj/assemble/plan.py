@@ -31,7 +31,7 @@ from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, safe_text
 from ng_traj.io.compression import logical_name
-from ng_traj.io.files import forget_regular, open_regular
+from ng_traj.io.files import forget_regular, open_regular, path_order
 from ng_traj.io.lines import JsonLine, read_json_objects
 from ng_traj.io.spans import text_copy
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
@@ -345,7 +345,7 @@ def _attribute_units(
     targets: dict[tuple[str, ...], Sequence] = {}
     for name in sorted(inputs.native):
         files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
-        files.sort()
+        files.sort(key=path_order)  # as text, in the order their Path objects would sort
 
         def placed(unit: NativeUnit) -> tuple[NativeUnit, Attribution]:
             """Where ``unit`` goes, and the unit without its response ids and folder names (attributed:
@@ -354,7 +354,7 @@ def _attribute_units(
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
                 where = Attribution(gap=gap, reason=f"rollout {where.row[0]} is on several rows of {where.row[1]}")
-            return replace(unit, response_ids=(), folders=()), where
+            return replace(unit, response_ids=(), folders=(), scan_ids=None), where
 
         decided = index_units(name, files, sink, placed)
         forget_regular(files)

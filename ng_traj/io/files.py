@@ -118,7 +118,7 @@ def resolved_folders() -> Iterator[None]:
 _REGULAR: contextvars.ContextVar[set[str] | None] = contextvars.ContextVar("regular_files", default=None)
 
 
-def note_regular(path: Path) -> None:
+def note_regular(path: str | Path) -> None:
     """Record, within :func:`resolved_folders`, that ``path`` is a regular file and no symlink (its
     ``lstat`` said so), so that :func:`is_regular` and :func:`resolved` take no ``lstat`` of it again.
 
@@ -130,12 +130,28 @@ def note_regular(path: Path) -> None:
         files.add(str(path))
 
 
-def forget_regular(paths: Iterable[Path]) -> None:
+def forget_regular(paths: Iterable[str | Path]) -> None:
     """Drop ``paths`` from what :func:`note_regular` was told (a reader's files once it has indexed
     them: the set then holds only the files still to be indexed)."""
     files = _REGULAR.get()
     if files is not None:
         files.difference_update(map(str, paths))
+
+
+def path_order(text: str) -> str:
+    """A sort key putting paths as text (``str`` of a ``Path``) in ``Path`` order, without a ``Path``.
+
+    ``Path`` objects compare by their parts, so ``a/b/c`` sorts before ``a/b-c`` (``b`` before ``b-c``)
+    where their text sorts after (``/`` after ``-``): each separator becomes ``\\0``, which sorts before
+    every character a name can hold, the root (``/``, or ``//``) is a part of its own, and ``.`` has none. Parsing a
+    ``Path`` interns each of its parts (``sys.intern``), and an interpreter whose table of interned
+    strings has held every file name of a build keeps it at that size.
+    """
+    if text == ".":
+        return ""  # no parts
+    root = "//" if text.startswith("//") and not text.startswith("///") else "/" if text.startswith("/") else ""
+    rest = text[len(root) :].replace("/", "\0")
+    return f"{root}\0{rest}" if root else rest
 
 
 def is_regular(path: Path) -> bool:

@@ -53,6 +53,11 @@ class NativeUnit:
         paths: Every file the unit is read from (sorted).
         response_ids: Provider response ids of its assistant messages, each once, sorted (exact-id
             attribution; a tuple rather than a set: it is held for every unit while a reader indexes).
+            A reader may leave them to ``scan_ids`` instead.
+        scan_ids: Gives ``response_ids`` when asked (:func:`unit_response_ids`), for a reader that
+            reads them only for the units attribution asks it of: exact-id attribution is the third
+            way, and a unit the manifest or a rollout folder places needs no ids (nor a read of its
+            transcripts for them). Attribution drops it with the ids.
         folders: Names of the folders above its files, each once (per-rollout folder attribution; a
             tuple for the same reason).
         run_ids: Run ids it records (PinchBench ``<task>_<run_id>`` folders).
@@ -68,6 +73,26 @@ class NativeUnit:
     run_ids: frozenset[str] = frozenset()
     hints: tuple[tuple[str, str], ...] = ()
     anchor: str | None = None
+    scan_ids: Callable[[], tuple[str, ...]] | None = None
+
+
+class IndexFailure(Exception):
+    """A unit's :attr:`NativeUnit.scan_ids` raised (its ``__cause__``): the reader failed on its files,
+    as when it raises while indexing them (``index_units`` asks it again file by file)."""
+
+
+def unit_response_ids(unit: NativeUnit) -> tuple[str, ...]:
+    """The unit's response ids: ``response_ids``, or what its ``scan_ids`` gives.
+
+    Raises:
+        IndexFailure: ``scan_ids`` raised.
+    """
+    if unit.scan_ids is None:
+        return unit.response_ids
+    try:
+        return unit.scan_ids()
+    except Exception as exc:
+        raise IndexFailure(str(exc)) from exc
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,8 +138,10 @@ class NativeReader(Protocol):
     """What a native reader module provides (one module per producer in ``sources/``).
 
     ``name`` is also the input kind its ``sniff`` claims (``Claim(kind=name, ...)``); ``source`` is
-    the ``AgentObservationBundle.source`` it produces. ``index`` must keep the paths exactly as given
-    (``str(path)``), so that the build can tell which named input a unit came from.
+    the ``AgentObservationBundle.source`` it produces. ``index`` is given the paths as text (a build's)
+    or as ``Path`` objects, and must keep them exactly as given (``str(path)``), so that the build can
+    tell which named input a unit came from; :func:`as_paths` makes ``Path`` objects of them for a
+    reader that needs them.
     """
 
     name: str
@@ -123,7 +150,7 @@ class NativeReader(Protocol):
     def sniff(self, sniffed: Sniffed) -> Claim | None:
         """Claim a file (or decline) from its name and first record; never raises."""
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
         """Group the claimed files into units (a list, or an iterator that makes each as it is taken)."""
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
@@ -143,17 +170,22 @@ class FunctionReader:
     name: str
     source: str
     sniff_fn: Callable[[Sniffed], Claim | None]
-    index_fn: Callable[[Sequence[Path], DiagnosticSink], Iterable[NativeUnit]]
+    index_fn: Callable[[Sequence[str | Path], DiagnosticSink], Iterable[NativeUnit]]
     load_fn: Callable[[NativeUnit, DiagnosticSink], NativeObservations]
 
     def sniff(self, sniffed: Sniffed) -> Claim | None:
         return self.sniff_fn(sniffed)
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> Iterable[NativeUnit]:
         return self.index_fn(files, sink)
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:
         return self.load_fn(unit, sink)
+
+
+def as_paths(files: Sequence[str | Path]) -> list[Path]:
+    """``files`` as ``Path`` objects (a reader's own, for the time it indexes: a build gives text)."""
+    return [Path(file) for file in files]
 
 
 def register(reader: NativeReader) -> NativeReader:
@@ -178,7 +210,7 @@ def _same(unit: NativeUnit) -> Any:
 
 
 def index_units(
-    name: str, files: Sequence[Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T] = _same
+    name: str, files: Sequence[str | Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T] = _same
 ) -> list[T]:
     """Group ``files`` into units with reader ``name``; a reader failing on a file costs that file.
 
@@ -189,6 +221,7 @@ def index_units(
 
     A reader that raises (a shape its code does not expect) is asked again file by file; each file it
     still fails on is one ``native_load_failed`` error, and the others are grouped together as usual.
+    A unit's ``scan_ids`` raising while ``each`` asks it (:class:`IndexFailure`) is the reader's failure.
     The diagnostics of an attempt that failed are dropped, so nothing is reported twice.
     """
     reader = READERS[name]
@@ -207,7 +240,7 @@ def index_units(
 
 
 def _attempt(
-    reader: NativeReader, files: Sequence[Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T]
+    reader: NativeReader, files: Sequence[str | Path], sink: DiagnosticSink, each: Callable[[NativeUnit], T]
 ) -> list[T] | None:
     """``each`` of every unit the reader makes of ``files``; ``None`` when the reader raises (what
     ``each`` raises is not the reader's failure: it goes to the caller)."""
@@ -224,16 +257,21 @@ def _attempt(
             return None
         if unit is None:
             break
-        results.append(each(unit))
+        try:
+            results.append(each(unit))
+        except IndexFailure:  # the unit's scan_ids, asked by each: the reader's failure
+            return None
     for diagnostic in held:
         sink.add(diagnostic)
     return results
 
 
-def _failure(reader: NativeReader, path: Path) -> str | None:
+def _failure(reader: NativeReader, path: str | Path) -> str | None:
     try:
-        for _ in reader.index([path], DiagnosticSink()):
-            pass
+        for unit in reader.index([path], DiagnosticSink()):
+            unit_response_ids(unit)  # as a unit's attribution may ask them
+    except IndexFailure as exc:
+        return _exception_text(exc.__cause__)  # type: ignore[arg-type]
     except Exception as exc:
         return _exception_text(exc)
     return None

@@ -55,12 +55,33 @@ def capture_rollout_id(name: str) -> str | None:
 
 @dataclass(frozen=True, slots=True)
 class CaptureFiles:
-    """What one store holds for one rollout id: its capture file and/or its incomplete marker."""
+    """What one store holds for one rollout id: its capture file and/or its incomplete marker.
+
+    Attributes:
+        store: The store's folder, as text (one string per store).
+        rollout_id: The rollout id the files are of.
+        file: The capture file's path as text, ``None`` without one; ``""`` when it is the store's own
+            ``<store>/<rollout_id>.capture.jsonl`` (:meth:`of` decides), so that a build holds no
+            path text per capture file (about 100 bytes each, two or three per rollout).
+        incomplete: The store has the rollout's ``.capture.incomplete`` marker.
+    """
 
     store: str
     rollout_id: str
-    capture: str | None = None
+    file: str | None = None
     incomplete: bool = False
+
+    @classmethod
+    def of(cls, store: str, rollout_id: str, path: str | None, incomplete: bool = False) -> CaptureFiles:
+        """The entry for ``path`` (the capture file's text, byte for byte), kept as ``""`` when it is
+        exactly the store's own name for the rollout (see :attr:`capture`)."""
+        own = path is not None and path == f"{store}/{rollout_id}{CAPTURE_SUFFIX}"
+        return cls(store, rollout_id, "" if own else path, incomplete)
+
+    @property
+    def capture(self) -> str | None:
+        """The capture file's path as text (as discovery found it), or ``None`` when the store has none."""
+        return f"{self.store}/{self.rollout_id}{CAPTURE_SUFFIX}" if self.file == "" else self.file
 
 
 @dataclass(slots=True)

@@ -42,7 +42,15 @@ from ng_traj.sources.claude_code.transcript import (
     version_supported,
 )
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-from ng_traj.sources.native import NativeCall, NativeObservations, NativeUnit, folders_of, register, scalar_text
+from ng_traj.sources.native import (
+    NativeCall,
+    NativeObservations,
+    NativeUnit,
+    as_paths,
+    folders_of,
+    register,
+    scalar_text,
+)
 from ng_traj.sources.sniff import Claim, Sniffed
 
 NAME = "claude_code"
@@ -93,9 +101,10 @@ class ClaudeCodeReader:
             return Claim(self.name, "Claude Code session companion file")
         return None
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> list[NativeUnit]:
         """One unit per root transcript named (a renamed or archived copy, ``<session>.jsonl.bak`` say,
         is a root of its own), else per session folder, with every file of the session."""
+        files = as_paths(files)  # a build gives text
         groups: dict[Path, set[str]] = {}
         for path in files:
             groups.setdefault(session_folder(path), set()).add(str(path))

@@ -25,7 +25,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.sources.codex.observe import ThreadObservation, observe
 from ng_traj.sources.codex.rollout import ThreadMeta, is_envelope, is_legacy_head, read_head, read_rollout
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-from ng_traj.sources.native import NativeObservations, NativeUnit, folders_of, register, scalar_text
+from ng_traj.sources.native import NativeObservations, NativeUnit, as_paths, folders_of, register, scalar_text
 from ng_traj.sources.sniff import Claim, Sniffed
 
 NEWEST_READ = (0, 151)
@@ -93,8 +93,9 @@ class CodexReader:
             return Claim(self.name, "Codex rollout (pre-envelope)")
         return None
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> list[NativeUnit]:
         """One unit per tree of threads, keyed by its root thread id."""
+        files = as_paths(files)  # a build gives text
         threads = _threads(files, sink)
         parents = lineage({thread: meta for thread, (_, meta) in threads.items()}, sink)
         trees: dict[str, list[str]] = {}

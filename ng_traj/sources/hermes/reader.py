@@ -48,7 +48,7 @@ from ng_traj.sources.hermes.files import (
 from ng_traj.sources.hermes.sessions import SOURCE, Tree, build_tree
 from ng_traj.sources.hermes.sharegpt import is_sharegpt, sharegpt_messages
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-from ng_traj.sources.native import FunctionReader, NativeObservations, NativeUnit, folders_of, register
+from ng_traj.sources.native import FunctionReader, NativeObservations, NativeUnit, as_paths, folders_of, register
 from ng_traj.sources.sniff import Claim, Sniffed, first_record, later_records
 
 NAME = "hermes"
@@ -232,8 +232,9 @@ def _root(session: str, parents: dict[str, str], present: dict[str, set[str]]) -
     return session
 
 
-def index(files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+def index(files: Sequence[str | Path], sink: DiagnosticSink) -> list[NativeUnit]:
     """Group the claimed files into session trees and ShareGPT lines (see the module docstring)."""
+    files = as_paths(files)  # a build gives text
     groups, catalogue, stores = _classify(files), _Catalogue(), []
     for path in groups["db"]:
         _index_db(path, catalogue, sink)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -37,8 +38,8 @@ from ng_traj.io.files import is_link, resolved_folders
 from ng_traj.sources.native import (
     NativeObservations,
     NativeUnit,
+    as_paths,
     folders_of,
-    joined_ids,
     observation_bundle,
     register,
 )
@@ -57,7 +58,7 @@ from ng_traj.sources.openclaw.store import (
 from ng_traj.sources.pi.copies import CopyIndex, id_list, mark_copies
 from ng_traj.sources.pi.forks import fork_header, fork_parents, fork_trees, observe_forks
 from ng_traj.sources.pi.observe import SessionObservation, is_model_call, native_call, observe, response_ids
-from ng_traj.sources.pi.session import Session, read_session, scan_header, scan_session
+from ng_traj.sources.pi.session import Session, read_session, scan_header, scan_session, scanned_ids
 from ng_traj.sources.sniff import Claim, Sniffed
 
 OPENCLAW_CUSTOM = ("model-snapshot", "openclaw")
@@ -173,13 +174,15 @@ class OpenClawReader:
             return Claim(self.name, "OpenClaw session transcript")
         return None
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
         """Units: PinchBench runs, store trees, then transcripts no store names.
 
         Made one at a time (an agents root's trees together): every transcript's header is read first
-        (``pi/session.scan_header``), and a unit's response ids only as the unit is made, so a caller
+        (``pi/session.scan_header``), and a unit's response ids only if attribution asks them (the
+        unit's ``scan_ids``: a unit the manifest or a rollout folder places needs none), so a caller
         that takes each unit as it comes (``native.index_units``) never holds the ids of every session.
         """
+        files = as_paths(files)  # a build gives text
         stores_by_root: dict[Path, list[Path]] = {}
         transcripts = []
         for file in files:
@@ -244,7 +247,10 @@ class OpenClawReader:
             covered.update(node.key for node in nodes)
             paths = [*store_paths, *(node.transcript for node in nodes if node.transcript is not None)]
             paths += [checkpoint for node in nodes for checkpoint in node.checkpoints]
-            hints = (("root", root), ("agents_root", str(stores.root)), *(("store", str(p)) for p in store_paths))
+            # the agents root only when loading cannot tell it from the first store (``_agents_root``)
+            derived = bool(store_paths) and _agents_root(store_paths[0]) == stores.root
+            agents = () if derived else (("agents_root", str(stores.root)),)
+            hints = (("root", root), *agents, *(("store", str(p)) for p in store_paths))
             renamed = {node.transcript for node in nodes} & set(stores.renamed.values())
             hints += tuple(("renamed", str(path)) for path in sorted(renamed))
             anchor = nodes[0].transcript or stores.entries[root].store
@@ -275,12 +281,12 @@ class OpenClawReader:
                 unowned = _unowned_by(scanned.get(one.invocation.invocation_id))
                 one.gaps[:0] = [ObservationGap(code="subagent_hierarchy_unavailable", detail=detail), *unowned]
             return _bundle(observed, [])
-        agents = Path(hints["agents_root"])
         store_paths = (
-            _pinchbench_stores(agents)
+            _pinchbench_stores(Path(hints["agents_root"]))
             if hints["mode"] == "pinchbench"
             else [Path(value) for name, value in unit.hints if name == "store"]
         )
+        agents = Path(hints["agents_root"]) if "agents_root" in hints else _agents_root(store_paths[0])
         if "root" not in hints:
             return _bundle([_single(Path(hints["transcript"]), sink, detail="root_session_not_found")], [])
         root_transcript = Path(hints["transcript"]) if hints["mode"] == "pinchbench" else None
@@ -315,8 +321,8 @@ def _loose(transcripts: list[Path], sink: DiagnosticSink, used: set[str], scans:
 
 class _Scans:
     """What indexing needs of each transcript: its header-only session, read once however many steps
-    of indexing ask, and its response ids, read when a unit is made (not kept: a unit holds its
-    own); diagnostics are left to loading.
+    of indexing ask (a unit's response ids are read by its ``scan_ids``, if attribution asks them);
+    diagnostics are left to loading.
 
     Holds no entries and no ids, so an index of many transcripts stays small; it lives for one
     ``index`` call.
@@ -332,10 +338,6 @@ class _Scans:
         if found is None:
             found = self._seen[str(path)] = fork_header(scan_header(path))
         return found
-
-    def response_ids(self, path: Path) -> tuple[str, ...]:
-        """Provider response ids of the transcript's assistant messages (:func:`response_ids`), sorted."""
-        return tuple(sorted(scan_session(path)[1]))
 
 
 def _pinchbench_stores(agents: Path) -> list[Path]:
@@ -359,11 +361,12 @@ def _unit(
 ) -> NativeUnit:
     transcripts = [path for path in paths if path.suffix != ".json"]
     used.update(str(path) for path in transcripts)
-    ids = joined_ids([scans.response_ids(path) for path in transcripts])
+    scan = partial(scanned_ids, tuple(str(path) for path in transcripts))  # read if attribution asks
     unit_key = key or (scans.header(transcripts[0]).session_id if transcripts else Path(paths[0]).stem)
     names = tuple(sorted(dict.fromkeys(str(path) for path in paths)))
     first = str(anchor or (transcripts[0] if transcripts else paths[0]))
-    return NativeUnit("openclaw", unit_key, names, ids, folders_of(names), run_ids, (("mode", mode), *hints), first)
+    hints = (("mode", mode), *hints)
+    return NativeUnit("openclaw", unit_key, names, (), folders_of(names), run_ids, hints, first, scan)
 
 
 def _single(path: Path, sink: DiagnosticSink, detail: str | None = None) -> SessionObservation:

@@ -27,7 +27,7 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, quoted
 from ng_traj.io.lines import read_json_file
 from ng_traj.sources import sqlite_copy
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-from ng_traj.sources.native import FunctionReader, NativeObservations, NativeUnit, folders_of, register
+from ng_traj.sources.native import FunctionReader, NativeObservations, NativeUnit, as_paths, folders_of, register
 from ng_traj.sources.opencode import store as stores
 from ng_traj.sources.opencode.observe import SessionObservation, observe, token_stats
 from ng_traj.sources.sniff import Claim, Sniffed
@@ -150,8 +150,9 @@ def _root(session: str, parents: dict[str, str], present: dict[str, str]) -> str
     return session
 
 
-def index(files: Sequence[Path], sink: DiagnosticSink) -> list[NativeUnit]:
+def index(files: Sequence[str | Path], sink: DiagnosticSink) -> list[NativeUnit]:
     """Group the claimed files into session trees (see the module docstring)."""
+    files = as_paths(files)  # a build gives text
     catalogue = _Catalogue()
     for path in sorted(files, key=str):
         if sqlite_copy.sidecar_of(path) is not None:

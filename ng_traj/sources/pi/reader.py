@@ -19,6 +19,7 @@ unit (one trajectory); the entries it copies from its ancestors are left out of 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from functools import partial
 from pathlib import Path
 
 from ng_traj.contract import ObservationGap
@@ -27,13 +28,12 @@ from ng_traj.sources.native import (
     NativeObservations,
     NativeUnit,
     folders_of,
-    joined_ids,
     observation_bundle,
     register,
 )
 from ng_traj.sources.openclaw.reader import is_pi_family, sniffed_openclaw_transcript
 from ng_traj.sources.pi.forks import fork_header, fork_parents, fork_trees, observe_forks
-from ng_traj.sources.pi.session import scan_header, scan_session
+from ng_traj.sources.pi.session import scan_header, scanned_ids
 from ng_traj.sources.sniff import Claim, Sniffed
 
 
@@ -49,26 +49,29 @@ class PiReader:
             return Claim(self.name, "pi session")
         return None
 
-    def index(self, files: Sequence[Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
+    def index(self, files: Sequence[str | Path], sink: DiagnosticSink) -> Iterator[NativeUnit]:
         """One unit per session file without a parent among the inputs, with its forks; keyed by its id.
 
         Every file's header is read first (forks are grouped by them, ``scan_header``); a unit's
-        response ids are scanned as the unit is made, so a caller that takes each unit as it comes
-        (``native.index_units``) never holds the ids of every session.
+        response ids are scanned only when attribution asks them (``scan_ids``: the manifest and a
+        rollout folder place a unit without), so a caller that takes each unit as it comes
+        (``native.index_units``) never holds the ids of every session, and reads no transcript twice
+        for a unit placed without them. The root names itself in ``hints`` and ``anchor`` only when
+        it is not the first of the unit's paths (what loading and messages take without them).
         """
         sessions = {str(path): fork_header(scan_header(path)) for path in files}  # held until the forks are known
         for root, names in fork_trees(fork_parents(sessions)).items():
-            ids = joined_ids([tuple(sorted(scan_session(name)[1])) for name in names])
             paths = tuple(sorted(names))
-            hints = (("root", root),)
+            first = root == paths[0]  # what load and messages take without a hint: no tuples per unit for it
+            hints = () if first else (("root", root),)
             yield NativeUnit(
                 self.name,
                 sessions[root].session_id,
                 paths,
-                ids,
-                folders_of(paths),
+                folders=folders_of(paths),
                 hints=hints,
-                anchor=root,
+                anchor=None if first else root,
+                scan_ids=partial(scanned_ids, paths),
             )
 
     def load(self, unit: NativeUnit, sink: DiagnosticSink) -> NativeObservations:

@@ -23,7 +23,7 @@ back to an entry it has passed.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +32,7 @@ import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.sources.lineage import cycle_text, parent_cycles
-from ng_traj.sources.native import json_objects
+from ng_traj.sources.native import joined_ids, json_objects
 from ng_traj.sources.pi.copies import CopyIndex, content_key, report_copies
 
 
@@ -309,6 +309,12 @@ def scan_header(path: str | Path) -> Session:
         if first == "header" or (kind != "session" and isinstance(kind, str)):
             break  # the header, or the first entry: a later object is never read as the header
     return Session(session.path, session.session_id, header=session.header)
+
+
+def scanned_ids(paths: Sequence[str | Path]) -> tuple[str, ...]:
+    """The response ids :func:`scan_session` finds in any of ``paths`` (a unit's session files), each
+    once, sorted (``native.joined_ids``)."""
+    return joined_ids([tuple(sorted(scan_session(path)[1])) for path in paths])
 
 
 def scan_session(path: str | Path) -> tuple[Session, frozenset[str]]:
