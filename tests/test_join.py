@@ -146,6 +146,7 @@ def test_joined_bundle_and_its_refs_are_those_pydantic_makes():
     bundle = _bundle(
         _inv("root", {"model_ref": POLICY, "response_id": "resp_1"}, {"model_call_id": "missing"}),
         _inv("child", {"model_call_id": "c2"}),
+        {"kind": "agent_invocation", "invocation_id": "quiet"},
         {"kind": "tool_call", "invocation_id": "root", "tool_call_id": "t1"},
         gaps=[{"code": "no_sandbox_runtime"}],
     )
@@ -160,6 +161,8 @@ def test_joined_bundle_and_its_refs_are_those_pydantic_makes():
     invocation = joined.records[0]
     assert "model_calls" in invocation.model_fields_set
     assert [type(ref).__name__ for ref in invocation.model_calls] == ["ModelCallRef", "ModelCallRef"]
+    assert "model_calls" in joined.records[2].model_fields_set  # assigned by the join, as pydantic marks it
+    assert "model_calls" not in bundle.records[2].model_fields_set
     assert bundle.records[0].model_calls[1].model_call_id == "missing"  # input untouched
     assert "model_calls" in bundle.records[1].model_fields_set and bundle.records[1].model_calls[0].model_ref is None
 
