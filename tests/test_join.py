@@ -127,3 +127,63 @@ def test_joining_twice_keeps_the_gaps_of_a_compaction_ref_no_invocation_owns_in_
         ("model_call_ownership_unavailable", None, "capture:r1:call_index=0"),
     ]
     assert join_model_call_observations(once, calls) == once
+
+
+def _as_pydantic(joined: AgentObservationBundle) -> AgentObservationBundle:
+    """The bundle pydantic makes from the joined bundle's parts (records with refs assigned through it)."""
+    records = []
+    for record in joined.records:
+        if record.kind == "agent_invocation":
+            copy = record.model_copy(update={"model_calls": []})
+            copy.__pydantic_fields_set__.discard("model_calls")
+            copy.model_calls = list(record.model_calls)
+            record = copy
+        records.append(record)
+    return AgentObservationBundle(source=joined.source, records=records, gaps=list(joined.gaps))
+
+
+def test_joined_bundle_and_its_refs_are_those_pydantic_makes():
+    bundle = _bundle(
+        _inv("root", {"model_ref": POLICY, "response_id": "resp_1"}, {"model_call_id": "missing"}),
+        _inv("child", {"model_call_id": "c2"}),
+        {"kind": "agent_invocation", "invocation_id": "quiet"},
+        {"kind": "tool_call", "invocation_id": "root", "tool_call_id": "t1"},
+        gaps=[{"code": "no_sandbox_runtime"}],
+    )
+    joined = join_model_call_observations(bundle, [_call("c1", "resp_1", 0), _call("c2", None, 1)])
+    expected = _as_pydantic(joined)
+    assert joined.model_dump() == expected.model_dump()
+    assert joined.model_fields_set == expected.model_fields_set
+    for got, want in zip(joined.records, expected.records, strict=True):
+        assert type(got) is type(want)
+        assert got.model_fields_set == want.model_fields_set
+        assert list(got.__dict__) == list(want.__dict__)  # declaration order, as the JSON writer follows
+    invocation = joined.records[0]
+    assert "model_calls" in invocation.model_fields_set
+    assert [type(ref).__name__ for ref in invocation.model_calls] == ["ModelCallRef", "ModelCallRef"]
+    assert "model_calls" in joined.records[2].model_fields_set  # assigned by the join, as pydantic marks it
+    assert "model_calls" not in bundle.records[2].model_fields_set
+    assert bundle.records[0].model_calls[1].model_call_id == "missing"  # input untouched
+    assert "model_calls" in bundle.records[1].model_fields_set and bundle.records[1].model_calls[0].model_ref is None
+
+
+def test_joined_bundle_that_breaks_the_contract_is_rejected_by_pydantic():
+    import pytest
+    from pydantic import ValidationError
+
+    from ng_traj.assemble.join import join_bundles
+
+    one = _bundle(_inv("root"))
+    duplicate = AgentObservationBundle.model_construct(source="pi", records=[*one.records, *one.records], gaps=[])
+    with pytest.raises(ValidationError, match="'root' is not unique in the bundle") as caught:
+        join_bundles([duplicate], [])
+    assert caught.value.errors()[0]["type"] == "duplicate_invocation_id"
+
+
+def test_a_ref_that_is_not_a_model_call_ref_is_assigned_through_pydantic():
+    from ng_traj.assemble.join import _set_model_calls
+
+    invocation = _bundle(_inv("root")).records[0]
+    _set_model_calls(invocation, [{"model_call_id": "c1"}])
+    assert type(invocation.model_calls[0]).__name__ == "ModelCallRef"
+    assert invocation.model_calls[0].model_call_id == "c1"

@@ -25,6 +25,7 @@ from ng_traj.contract import (
 )
 from ng_traj.contract.base import built_model
 from ng_traj.contract.observations import dedupe_gaps
+from ng_traj.sources.native import observation_bundle
 
 JOIN_CODES = frozenset(
     {"model_call_reference_ambiguous", "model_call_reference_conflict", "model_call_reference_unmatched"}
@@ -155,7 +156,20 @@ def _join_invocations(
             else:
                 owners[candidates[0]] = invocation.invocation_id
                 resolved.append(index.canonical(candidates[0]))
-        invocation.model_calls = resolved
+        _set_model_calls(invocation, resolved)
+
+
+def _set_model_calls(invocation: AgentInvocation, refs: list[ModelCallRef]) -> None:
+    """``invocation.model_calls = refs`` without validating the list again when every ref is exactly a
+    ``ModelCallRef`` (the invocation's own, validated, or a canonical one): pydantic would keep each as
+    it is in a new list, and mark the field set, which is what this does; ``refs`` is a fresh list no
+    one else holds. ``AgentInvocation`` has no model validator for an assignment to run. Any other
+    value is assigned through pydantic."""
+    if all(type(ref) is ModelCallRef for ref in refs):
+        invocation.__dict__["model_calls"] = refs
+        invocation.__pydantic_fields_set__.add("model_calls")
+    else:
+        invocation.model_calls = refs
 
 
 def _join_compaction_calls(
@@ -226,6 +240,8 @@ def join_bundles(
 
     With one bundle this is exactly the reference join. With several, a call owned by an invocation
     of any bundle is owned, and the ``capture:`` gaps of calls no bundle owns go to the last bundle.
+    Each joined bundle is made by ``sources/native.observation_bundle`` (not validated again when its
+    records and gaps are the contract's models and its own check holds; pydantic's error otherwise).
     """
     index = _Index(calls)
     owners: dict[int, str] = {}
@@ -256,10 +272,8 @@ def join_bundles(
     if joined:
         joined[-1][2].extend(unowned)
     return [
-        AgentObservationBundle(
-            source=bundle.source,
-            records=records,
-            gaps=dedupe_gaps([*(gap for gap in bundle.gaps if not is_stale_join_gap(gap)), *gaps]),
+        observation_bundle(
+            bundle.source, records, dedupe_gaps([*(gap for gap in bundle.gaps if not is_stale_join_gap(gap)), *gaps])
         )
         for bundle, records, gaps in joined
     ]

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from ng_traj.assemble.rollout import record_mapping
 from ng_traj.contract import ObservationGap
@@ -52,14 +52,18 @@ class JudgeMerge:
     gaps: list[ObservationGap] = field(default_factory=list)
 
 
-@dataclass(frozen=True, slots=True)
-class _Known:
-    """Identity of one known call: where it is (``producer``/``capture``, position) and its keys."""
+class _Known(NamedTuple):
+    """Identity of one known call: where it is (``producer``/``capture``, position) and its keys.
+
+    A tuple (one per known call of every rollout: cheaper to make than a frozen dataclass). Its
+    server is the ``model_ref`` as recorded; its name (``roles.ref_name``) is read only when a judge
+    call is matched by response id.
+    """
 
     where: tuple[str, int]
     model_call_id: str | None
     response_id: str | None
-    server: str | None
+    model_ref: Any
 
 
 def _producer_calls(trajectory: Any) -> list[_Known]:
@@ -75,7 +79,7 @@ def _producer_calls(trajectory: Any) -> list[_Known]:
                 ("producer", position),
                 call.get("model_call_id"),
                 metadata.get("response_id"),
-                ref_name(metadata.get("model_ref")),
+                metadata.get("model_ref"),
             )
         )
     return known
@@ -83,9 +87,7 @@ def _producer_calls(trajectory: Any) -> list[_Known]:
 
 def _capture_calls(calls: Sequence[Mapping[str, Any]]) -> list[_Known]:
     return [
-        _Known(
-            ("capture", position), call.get("model_call_id"), call.get("response_id"), ref_name(call.get("model_ref"))
-        )
+        _Known(("capture", position), call.get("model_call_id"), call.get("response_id"), call.get("model_ref"))
         for position, call in enumerate(calls)
     ]
 
@@ -94,7 +96,11 @@ def _matches(judge: JudgeCall, known: _Known, roles: Mapping[str, str]) -> bool:
     record = judge.record
     if record.model_call_id:
         return known.model_call_id == record.model_call_id
-    return bool(record.response_id) and known.response_id == record.response_id and may_be_judge(known.server, roles)
+    return (
+        bool(record.response_id)
+        and known.response_id == record.response_id
+        and may_be_judge(ref_name(known.model_ref), roles)
+    )
 
 
 def _filled(call: Mapping[str, Any], judge: Mapping[str, Any]) -> tuple[dict[str, Any], bool]:

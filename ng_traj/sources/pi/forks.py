@@ -41,7 +41,7 @@ def fork_parents(sessions: dict[str, Session]) -> dict[str, str | None]:
     by_path = {os.path.abspath(logical_name(name)): name for name in sessions}  # text only: no file is touched
     by_name: dict[str, list[str]] = {}
     for name in sessions:
-        by_name.setdefault(logical_name(Path(name).name), []).append(name)
+        by_name.setdefault(logical_name(os.path.basename(name)), []).append(name)  # files: no trailing separator
     parents: dict[str, str | None] = {}
     for name, session in sessions.items():
         named = parent_session(session)

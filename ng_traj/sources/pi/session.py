@@ -23,6 +23,7 @@ back to an entry it has passed.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,7 +222,8 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
 
     Indexing reads less (:func:`scan_session`): the header and the response ids, without entries.
     """
-    session = Session(str(path), Path(path).name.split(".jsonl")[0])
+    name = os.fspath(path)
+    session = Session(name, os.path.basename(name).split(".jsonl")[0])  # a file's name: no trailing separator
     previous: str | None = None
     copies: dict[object, int] = {}
     latest: dict[str, str] = {}
