@@ -85,6 +85,7 @@ BUILD_CODES: dict[str, str] = {
     "manifest_column_unknown": "a manifest column other than rollout_id, path, kind, run and session_id; ignored",
     "manifest_row_repeated": "a manifest row identical to an earlier one; used once",
     "manifest_row_conflict": "manifest rows that give one path different rollouts, kinds or runs; none of them is used",
+    "manifest_capture_shared": "a capture file the manifest gives one rollout shares model_call_ids with a file the rollout its name names keeps; those calls are in both",
     "rollout_id_repeated": "two rows of one run share a rollout id; capture and sessions attach to neither",
     "session_unattributed": "a native session no manifest, folder, response id or run id ties to a rollout",
     "session_ambiguous": "a native session claimed by several rollouts; used for none",

@@ -79,6 +79,10 @@ class Inputs:
     native_named: dict[str, str] = field(default_factory=dict)
     capture_enabled: bool = False
     overlaps: dict[str, set[str]] = field(default_factory=dict)
+    reattributed: list[tuple[str, str, ManifestEntry]] = field(default_factory=list)
+    """``(capture file, rollout id its name names, manifest entry)`` of each capture file the manifest
+    gives another rollout than its name names (planning checks that rollout's other capture files for
+    the same calls); empty without a manifest."""
     rollout_ids: dict[str, str] = field(default_factory=dict)
     """One string per capture rollout id while discovering (however many stores hold a file of it);
     emptied at its end. Not ``sys.intern``: the interpreter's table of interned strings keeps the size
@@ -94,6 +98,7 @@ class Inputs:
             self.store_named,
             self.native,
             self.native_named,
+            self.reattributed,
         ):
             index.clear()
 
@@ -105,13 +110,24 @@ class Inputs:
         return self.capture_named.get(marker, files.store)
 
     def add_capture(self, path: Path, key: CaptureKey, named: str) -> None:
+        """Index the capture file or marker ``path`` under ``key``, found under the named input ``named``.
+
+        A store's entry for a rollout holds one capture file; a second capture file of that store for
+        the same rollout (one the manifest gives it besides its own ``<rollout_id>.capture.jsonl``, or
+        a compressed copy beside it) gets an entry of its own, so that both are read (never the later
+        silently in place of the earlier).
+        """
         self.capture_enabled = True
         store = sys.intern(os.path.dirname(path) or ".")  # str(path.parent), without a Path; one string per store
         slot = (key.rollout_id, key.run)
         stores = self.capture.get(slot, ())
-        place = next((index for index, files in enumerate(stores) if files.store == store), len(stores))
+        marker = path.name.endswith(INCOMPLETE_SUFFIX)
+        place = next(
+            (index for index, files in enumerate(stores) if files.store == store and (marker or files.capture is None)),
+            len(stores),
+        )
         current = stores[place] if place < len(stores) else CaptureFiles(store, key.rollout_id)
-        if path.name.endswith(INCOMPLETE_SUFFIX):
+        if marker:
             current = CaptureFiles(store, key.rollout_id, current.file, True)
             self.capture_named[str(path)] = named
         else:
@@ -311,4 +327,7 @@ def _classify(
             else (capture_rollout_id(file.name) or logical_name(file.name).removesuffix(".jsonl"))
         )
         rollout = inputs.rollout_ids.setdefault(rollout, rollout)  # one string per rollout id
+        own = capture_rollout_id(file.name) if entry else None
+        if own is not None and own != rollout and not file.name.endswith(INCOMPLETE_SUFFIX):
+            inputs.reattributed.append((str(file), own, entry))  # type: ignore[arg-type]
         inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)

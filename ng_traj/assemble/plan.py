@@ -17,6 +17,8 @@ from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path, PurePosixPath
 
+import orjson
+
 from ng_traj.assemble.attribution import (
     Attribution,
     CaptureIds,
@@ -30,7 +32,7 @@ from ng_traj.assemble.attribution import (
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, safe_text
-from ng_traj.io.compression import logical_name
+from ng_traj.io.compression import CompressedStreamError, logical_name, open_input
 from ng_traj.io.files import forget_regular, open_regular, path_order
 from ng_traj.io.lines import JsonLine, read_json_objects
 from ng_traj.io.spans import text_copy
@@ -191,6 +193,8 @@ def plan(
             ambiguous = sorted(runs) if len(runs) > 1 else [run for run in runs for _ in range(2)]
             orphans.setdefault(rollout, ([], ambiguous))[0].extend(files)
     inputs.capture.clear()  # attached and orphans hold every entry: its keys and tuples let go before indexing
+    if inputs.reattributed:
+        _check_shared_calls(inputs.reattributed, attached, orphans, sink)
     index.capture_ids = set(orphans)
     captured = CaptureIds(
         lambda: chain(
@@ -293,6 +297,59 @@ def _content_digest(unit: NativeUnit) -> bytes | None:
     except OSError:
         return None
     return digest.digest()
+
+
+def _check_shared_calls(
+    reattributed: Sequence[tuple[str, str, ManifestEntry]],
+    attached: Mapping[RowKey, Sequence[CaptureFiles]],
+    orphans: Mapping[str, tuple[list[CaptureFiles], list[str]]],
+    sink: DiagnosticSink,
+) -> None:
+    """Report each capture file the manifest gives one rollout that shares ``model_call_id`` values
+    with a capture file the rollout its name names keeps (``manifest_capture_shared``, a warning).
+
+    ``reattributed`` is :attr:`Inputs.reattributed`: ``(capture file, rollout id its name names,
+    manifest entry)``. The file is read for the manifest's rollout only, but a copy of its calls in
+    another store (a judge server's ``<rollout_id>.capture.jsonl``) stays with the named rollout, so
+    those calls are in both trajectories: the warning names the ids (up to three) and both files.
+    Only these files are read here, and only when the named rollout keeps a capture file.
+    """
+    for path, named, entry in reattributed:
+        kept = [f.capture for key, files in attached.items() if key[0] == named for f in files if f.capture]
+        kept += [f.capture for f in orphans.get(named, ([], []))[0] if f.capture]
+        if not kept:
+            continue
+        mine = _call_ids(path)
+        for other in kept:
+            shared = sorted(mine & _call_ids(other))
+            if not shared:
+                continue
+            more = len(shared) - 3
+            ids = ", ".join(shared[:3]) + (f" and {more} more" if more > 0 else "")
+            where = f" ({entry.where[0]}:{entry.where[1]})" if entry.where else ""
+            message = (
+                f"the manifest{where} gives this file to rollout {entry.rollout_id}, but {other}, which rollout "
+                f"{named} keeps by its name, also holds model_call_id {ids}: those calls are in both trajectories"
+            )
+            sink.add(Diagnostic("warning", "manifest_capture_shared", message, path=path))
+
+
+def _call_ids(path: str) -> set[str]:
+    """The ``model_call_id`` values of a capture file's lines (lines that are not JSON objects, and a
+    file that cannot be read, give none: reading it for its rollout reports them)."""
+    found: set[str] = set()
+    try:
+        with open_input(path) as handle:
+            for raw in handle:
+                try:
+                    line = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(line, dict) and isinstance(line.get("model_call_id"), str):
+                    found.add(line["model_call_id"])
+    except (OSError, CompressedStreamError):
+        return found
+    return found
 
 
 def _check_manifest_runs(manifest: Sequence[ManifestEntry], runs: set[str], sink: DiagnosticSink) -> None:

@@ -9,6 +9,7 @@ way of attributing an artifact to a rollout.
 from __future__ import annotations
 
 import csv
+import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,8 @@ def _entry(row: dict[str, object], base: Path) -> ManifestEntry | None:
 def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
     """Read a JSONL or CSV manifest; rows without ``rollout_id`` and ``path`` are reported and skipped.
 
+    A row whose ``path`` exists but cannot be looked at (a symlink loop, a folder without search
+    permission) is an ``unreadable_file`` error at the row, giving the OS reason; it is skipped too.
     Also reported: a manifest without rows (``manifest_empty``, a warning), each column other than
     :data:`COLUMNS` once, at its first row (``manifest_column_unknown``, a warning; ignored), a row
     identical to an earlier one (``manifest_row_repeated``, a warning; used once), and rows that give
@@ -84,7 +87,7 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
         entry = _entry(row, base)
         problem = _problem(entry)
         if problem is not None:
-            sink.add(Diagnostic("error", "manifest_row_invalid", problem, path=str(path), line=number))
+            sink.add(Diagnostic("error", problem[0], problem[1], path=str(path), line=number))
             continue
         entries.append(replace(entry, where=(str(path), number)))  # type: ignore[arg-type]
     return _distinct(entries, path, sink)
@@ -139,15 +142,27 @@ def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
         csv.field_size_limit(previous)
 
 
-def _problem(entry: ManifestEntry | None) -> str | None:
-    """Why a manifest row cannot be used, or ``None``."""
+def _problem(entry: ManifestEntry | None) -> tuple[str, str] | None:
+    """Why a manifest row cannot be used, as ``(diagnostic code, message)``, or ``None``.
+
+    ``manifest_row_invalid`` for a row without ``rollout_id`` and ``path``, a ``path`` that does not
+    exist (``ENOENT``, ``ENOTDIR``) or an unknown ``kind``; ``unreadable_file`` with the OS reason for a
+    ``path`` that cannot be looked at (``ELOOP``: "Too many levels of symbolic links", ``EACCES``).
+    """
     if entry is None:
-        return "needs rollout_id and path"
-    if not entry.path.exists():
-        return f"path {entry.path} does not exist"
+        return "manifest_row_invalid", "needs rollout_id and path"
+    try:
+        os.stat(entry.path)
+    except (FileNotFoundError, NotADirectoryError):
+        return "manifest_row_invalid", f"path {entry.path} does not exist"
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        return "unreadable_file", f"path {entry.path} cannot be read ({reason}); the row is skipped"
+    except ValueError as exc:  # an embedded NUL byte
+        return "manifest_row_invalid", f"path {entry.path!r} is not a valid path ({exc})"
     from ng_traj.sources.detect import forcible_kinds  # the readers: loaded by the build that reads a manifest
 
     kinds = forcible_kinds()  # those --as accepts
     if entry.kind is not None and entry.kind not in kinds:
-        return f"kind {entry.kind!r} is not one of {', '.join(kinds)}"
+        return "manifest_row_invalid", f"kind {entry.kind!r} is not one of {', '.join(kinds)}"
     return None
