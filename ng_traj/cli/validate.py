@@ -32,6 +32,11 @@ class Tally:
     records: int = 0
     invalid: int = 0
     skipped: int = 0
+    """Everything skipped: JSONL lines, dataset trajectories and broken datasets (``lines_skipped``)."""
+    dataset_skipped: int = 0
+    """Of those, the trajectories of datasets whose rows could not be read."""
+    datasets_stopped: int = 0
+    """Of those, the datasets not read to their end (a missing table or column)."""
     with_0_7_keys: int = 0
     nothing_validated: list[str] = field(default_factory=list)
 
@@ -90,6 +95,9 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
             tally.records += result.records
             tally.invalid += result.invalid
             tally.skipped += result.skipped
+            if path.is_dir():
+                tally.dataset_skipped += result.skipped - result.stopped
+                tally.datasets_stopped += result.stopped
             tally.with_0_7_keys += result.with_0_7_keys
             if not result.records:
                 tally.nothing_validated.append(str(path))
@@ -131,7 +139,7 @@ def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
     sink = reporter.sink
     counts = (
         f"{plural(tally.files, 'file')}, {plural(tally.records, 'record')}, {tally.invalid} invalid, "
-        f"{plural(tally.skipped, 'line')} skipped; {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
+        f"{_skipped(tally)}; {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
         + (f"; {data['revision']}" if tally.records else "")
     )
     verdict = "invalid" if sink.errors else "nothing validated" if tally.nothing_validated else "valid"
@@ -139,6 +147,19 @@ def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
     colour = "green" if verdict == "valid" else "red"
     text = lambda console: console.print(f"[bold {colour}]{verdict}[/]: {counts}")  # noqa: E731
     reporter.summary(data, code, f"{verdict}: {counts}", text, problems)
+
+
+def _skipped(tally: Tally) -> str:
+    """What was skipped, each in its own unit: JSONL lines, and (datasets have no lines) the
+    trajectories of datasets whose rows could not be read and the datasets not read to their end;
+    ``0 lines skipped`` when nothing was."""
+    lines = tally.skipped - tally.dataset_skipped - tally.datasets_stopped
+    parts = [f"{plural(lines, 'line')} skipped"] if lines or tally.skipped == 0 else []
+    if tally.dataset_skipped:
+        parts.append(f"{plural(tally.dataset_skipped, 'dataset trajectory', 'dataset trajectories')} skipped")
+    if tally.datasets_stopped:
+        parts.append(f"{plural(tally.datasets_stopped, 'dataset')} not read to the end")
+    return ", ".join(parts)
 
 
 def _check_dataset_folder(path: Path) -> None:
