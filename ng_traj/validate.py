@@ -61,16 +61,22 @@ def _digest(value: Any) -> bytes:
 
 @dataclass
 class FileResult:
-    """Counts for one validated file.
+    """Counts for one validated file or dataset.
 
     ``with_0_7_keys`` counts the records carrying a field nemo-gym 0.7.0 added: when it is 0 the file
     fits both revisions of the contract; otherwise it needs nemo-gym 0.7.0's models.
+
+    ``skipped`` counts, for a JSONL file, the lines skipped as unreadable (an unreadable file: one);
+    for a dataset, which has no lines, the trajectories whose rows could not be read (a row of a
+    table that names no trajectory: one), plus one when the dataset itself is broken and was not
+    read to its end (``stopped``).
     """
 
     records: int = 0
     invalid: int = 0
     skipped: int = 0
     with_0_7_keys: int = 0
+    stopped: bool = False
 
 
 def validate_file(
@@ -128,7 +134,8 @@ def validate_dataset(path: Path, sink: DiagnosticSink) -> FileResult:
     (``trajectory_index`` + 1). A trajectory identical to an earlier one of the dataset is
     ``record_repeated`` (a dataset is not compared with the files named beside it: it may be their
     conversion). A missing or wrong manifest, table file or column, and a dataset of
-    the first layout (loose table files), is one ``dataset_invalid`` error.
+    the first layout (loose table files), is one ``dataset_invalid`` error (``stopped``: what
+    follows it is not read).
     """
     from ng_traj.writers.parquet_convert import dataset_records  # pyarrow: imported for datasets only
     from ng_traj.writers.parquet_layout import DatasetError
@@ -151,6 +158,7 @@ def validate_dataset(path: Path, sink: DiagnosticSink) -> FileResult:
     except DatasetError as exc:
         sink.add(Diagnostic("error", "dataset_invalid", str(exc), path=name))
         result.skipped += 1
+        result.stopped = True
     return result
 
 

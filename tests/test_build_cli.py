@@ -362,12 +362,12 @@ def test_output_inside_an_input_folder_is_not_read_back_and_output_cannot_be_an_
     for _ in range(2):  # an earlier output (trajectories) is not read back
         assert run_cli("build", folder, "-o", out).exit_code == 0
         assert len(_records(out)) == 1
-    # Rows with ng_trajectory attached are rollouts like any other: replacing them is refused.
+    # Rows an input's rows are: replacing them is refused (an earlier --attach output is not one).
     attached = folder / "attached.jsonl"
     assert run_cli("build", rollouts, "--attach", "-o", attached).exit_code == 0
     before = attached.read_bytes()
     os.link(rollouts, tmp_path / "hard.jsonl")
-    for named, output in [(folder, attached), (rollouts, rollouts), (folder, tmp_path / "hard.jsonl")]:
+    for named, output in [(attached, attached), (rollouts, rollouts), (folder, tmp_path / "hard.jsonl")]:
         result = run_cli("build", named, "-o", output)
         assert result.exit_code == 2 and "is one of the inputs" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
@@ -739,6 +739,35 @@ def test_an_output_link_to_an_input_is_refused_and_the_input_left_alone(tmp_path
     assert (source / "rollouts.jsonl").read_bytes() == before and link.is_symlink()
 
 
+def test_the_same_attach_build_runs_again_and_rows_that_are_an_input_are_still_refused(tmp_path):
+    """``build DIR --attach -o DIR/x.jsonl`` twice: the second run replaces its earlier output (it is
+    the target, as a plain output is), rather than taking it for an input and stopping."""
+    own = tmp_path / "own"
+    shutil.copytree(RETAINED, own)
+    out = own / "rows_attached.jsonl"
+    first = run_cli("build", own, "--attach", "-o", out)
+    assert first.exit_code == 0, first.stderr
+    once = out.read_bytes()
+    second = run_cli("build", own, "--attach", "-o", out)
+    assert second.exit_code == 0, second.stderr
+    assert out.read_bytes() == once
+    assert str(out) not in second.stderr.replace(f"-> {out}", "")
+    # The original rows named as the output are still refused, and so are rows carrying trajectories
+    # that are no earlier output of another input (a collector's, with observability on).
+    before = (own / "rollouts.jsonl").read_bytes()
+    refused = run_cli("build", own, "--attach", "-o", own / "rollouts.jsonl")
+    assert refused.exit_code == 2 and "is one of the inputs (a rollouts file under" in refused.stderr
+    assert (own / "rollouts.jsonl").read_bytes() == before
+    collected = tmp_path / "collected"
+    collected.mkdir()
+    rows = collected / "rows.jsonl"
+    rows.write_bytes(once)
+    kept = rows.read_bytes()
+    refused = run_cli("build", collected, "--attach", "-o", rows)
+    assert refused.exit_code == 2 and "is one of the inputs (a rollouts file under" in refused.stderr, refused.stderr
+    assert rows.read_bytes() == kept
+
+
 def test_an_earlier_output_left_in_the_input_folder_is_skipped_not_built_twice(tmp_path):
     copy = tmp_path / "input"
     shutil.copytree(RETAINED, copy)
@@ -836,3 +865,22 @@ def test_an_output_under_a_file_or_a_missing_folder_names_the_path_and_why(tmp_p
     (tmp_path / "link").symlink_to(tmp_path / "nowhere")
     result = run_cli("build", RETAINED, "-o", tmp_path / "link" / suffix)
     assert f"{tmp_path / 'link'} is a symbolic link to a path that does not exist" in result.stderr
+
+
+@pytest.mark.parametrize("name", ["manifest.jsonl", "manifest.csv"])
+def test_the_manifest_inside_an_input_folder_is_not_reported_as_an_unclaimed_input(tmp_path, name):
+    folder = tmp_path / "run"
+    shutil.copytree(RETAINED, folder)
+    manifest = folder / name
+    if name.endswith(".csv"):
+        manifest.write_text("rollout_id,path\n0-0,capture/0-0.capture.jsonl\n")
+    else:
+        manifest.write_text('{"rollout_id": "0-0", "path": "capture/0-0.capture.jsonl"}\n')
+    result = run_cli("build", folder, "--manifest", manifest, "-o", tmp_path / "out.jsonl", "--verbose")
+    assert result.exit_code == 0, result.stderr
+    assert f"{manifest}:" not in result.stderr, result.stderr
+    # Another file of the same shape that is not the manifest is still reported.
+    shutil.copy(manifest, folder / f"other_{name}")
+    result = run_cli("build", folder, "--manifest", manifest, "-o", tmp_path / "out.jsonl", "--verbose")
+    assert f"{folder / f'other_{name}'}: info[input_unclaimed]" in result.stderr, result.stderr
+    assert f"{manifest}:" not in result.stderr

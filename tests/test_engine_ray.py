@@ -169,7 +169,10 @@ def test_without_ray_the_engine_is_a_clear_error_naming_the_extra(tmp_path):
     out = tmp_path / "out.jsonl"
     result = _cli("build", FIXTURES / "pi", "-o", out, "--engine", "ray", hide_ray=True)
     assert result.returncode == 2
-    assert b"--engine ray needs Ray, which is not installed: pip install 'ng-traj[ray]'" in result.stderr
+    assert (
+        b"--engine ray needs Ray, which is not installed: pip install 'ng-traj[ray]' "
+        b"(from a source checkout: pip install -e '.[ray]')"
+    ) in result.stderr
     assert b"Traceback" not in result.stderr
     assert not out.exists()
 

@@ -166,3 +166,17 @@ def test_workers_are_forked_with_the_conversation_models_loaded(tmp_path):
         "loaded": ["openai.types.responses.response_input_item", "ng_traj.contract.conversation"],
     }
     assert [len(r["model_calls"]) for r in records] == [1]
+
+
+@pytest.mark.parametrize("page", sorted((ROOT.parent / "docs").glob("*.md")), ids=lambda page: page.name)
+def test_every_table_of_the_docs_is_whole(page: Path) -> None:
+    """A table row after a paragraph is no row of the table above it (Markdown renders it as text):
+    the exit-code table of commands.md had its 141 row so, cut off under a paragraph."""
+    lines = page.read_text(encoding="utf-8").splitlines()
+    fenced = False
+    cut_off = []
+    for number, (before, line) in enumerate(zip(["", *lines], lines, strict=False), start=1):
+        fenced ^= line.lstrip().startswith("```")
+        if not fenced and line.startswith("|") and before.strip() and not before.lstrip().startswith("|"):
+            cut_off.append(f"{page.name}:{number}: {line[:60]}")
+    assert cut_off == [], "a table row follows a paragraph: " + "; ".join(cut_off)

@@ -38,6 +38,30 @@ def test_each_command_help_prints_its_usage_not_the_version(command):
     assert typed == [], "every option that takes a value names it (metavar), not its Python type"
 
 
+ARGUMENTS = {
+    "build": "INPUT...",
+    "validate": "FILE...",
+    "matrix": "INPUT...",
+    "convert": "SOURCE",
+    "schema": "[NAME]",
+    "export": "INPUT...",
+    "show": "INPUT [ROLLOUT]",
+    "report": "INPUT...",
+}
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_each_command_names_its_arguments_by_metavar_not_by_type(command):
+    """Typer 0.29 wrote ``{INPUT}...`` in the usage line and ``INPUT <list[Path]>`` in the help."""
+    result = _ng_traj(command, "--help")
+    lines = result.stdout.splitlines()
+    assert lines[0].endswith(f" {command} [OPTIONS] {ARGUMENTS[command]}"), lines[0]
+    section = lines[lines.index("Arguments:") + 1 : lines.index("Options:")]
+    names = [line.split()[0] for line in section if line.startswith("  ") and not line.startswith("   ")]
+    assert " ".join(names) == ARGUMENTS[command]
+    assert not re.search(r"[{}]|<(str|int|float|path|list\[)", "\n".join([lines[0], *section]))
+
+
 def test_version_flag_prints_the_version_only():
     result = _ng_traj("--version")
     assert (result.returncode, result.stdout) == (0, f"ng-traj {ng_traj.__version__}\n")

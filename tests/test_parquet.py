@@ -234,6 +234,7 @@ def test_validate_reads_a_dataset_and_reports_broken_rows(tmp_path):
     rewrite_table(dataset, "model_calls", calls.drop_columns(["prompt_tokens"]))
     result = run_cli("validate", dataset)
     assert result.exit_code == 1 and "missing 1 column: prompt_tokens" in result.stderr
+    assert "1 dataset not read to the end;" in result.stderr and "line skipped" not in result.stderr
 
 
 def test_trajectory_indexes_that_repeat_or_skip_are_dataset_errors(tmp_path):
@@ -245,7 +246,7 @@ def test_trajectory_indexes_that_repeat_or_skip_are_dataset_errors(tmp_path):
     assert result.exit_code == 1
     repeated = "row 14 of the trajectories table repeats trajectory_index 0 or is out of order (after 12); skipped"
     assert f"{dataset}:1: error[dataset_invalid]: {repeated}" in result.stderr
-    assert "13 records, 0 invalid, 1 line skipped; 1 error" in result.stderr
+    assert "13 records, 0 invalid, 1 dataset trajectory skipped; 1 error" in result.stderr  # datasets have no lines
     back = run_cli("convert", dataset, "-o", tmp_path / "back.jsonl")
     assert back.exit_code == 1 and repeated in back.stderr and "1 record skipped" in back.stderr
     assert (tmp_path / "back.jsonl").read_bytes() == (RETAINED / "expected.jsonl").read_bytes()

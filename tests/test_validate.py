@@ -101,10 +101,39 @@ def test_json_output_is_one_object_per_line_ending_with_the_summary():
     assert (deprecated.exit_code, deprecated.stdout) == (1, result.stdout)
 
 
-def test_directory_argument_is_a_usage_error():
-    result = run_cli("validate", DEFECTS)
-    assert result.exit_code == 2
-    assert "is a directory" in result.stderr
+def test_a_folder_is_validated_as_the_files_and_datasets_found_in_it(tmp_path):
+    """``validate DIR`` reads a folder as build, show, export and matrix do (it was refused: "a
+    directory but not an ng-traj Parquet dataset"): its JSONL files and datasets, sorted, recursively."""
+    folder = tmp_path / "runs"
+    (folder / "sub").mkdir(parents=True)
+    (folder / "sub" / "b.jsonl").write_bytes((VALID / "trajectories.jsonl").read_bytes())
+    (folder / "a.jsonl").write_bytes((DEFECTS / "missing_join_key.jsonl").read_bytes())
+    (folder / "notes.md").write_text("not a trajectory\n")
+    assert (
+        run_cli("build", FIXTURES / "build" / "retained_run" / "input", "-o", folder / "z.parquet", "-q").exit_code == 0
+    )
+    result = run_cli("validate", folder, "--output-format", "json")
+    lines = [orjson.loads(line) for line in result.stdout.splitlines()]
+    summary = lines[-1]
+    assert result.exit_code == 1  # a.jsonl holds an invalid record
+    assert summary["files"] == 3 and summary["nothing_validated"] == []
+    places = [line.get("path") for line in lines[:-1]]
+    assert places.index(str(folder / "a.jsonl")) < places.index(str(folder / "z.parquet"))  # sorted
+    unclaimed = next(line for line in lines if line.get("path") == str(folder / "notes.md"))
+    assert (unclaimed["severity"], unclaimed["code"]) == ("info", "input_unclaimed")
+    only_valid = tmp_path / "valid"
+    only_valid.mkdir()
+    (only_valid / "b.jsonl").write_bytes((VALID / "trajectories.jsonl").read_bytes())
+    result = run_cli("validate", only_valid)
+    assert result.exit_code == 0, result.stderr
+    assert "valid: 1 file, " in result.stderr
+    # A dataset folder is still one dataset; a folder with nothing to validate is not valid.
+    dataset = run_cli("validate", folder / "z.parquet")
+    assert dataset.exit_code == 0 and "valid: 1 file, 13 records" in dataset.stderr, dataset.stderr
+    (tmp_path / "nothing").mkdir()
+    (tmp_path / "nothing" / "notes.md").write_text("x\n")
+    empty = run_cli("validate", tmp_path / "nothing")
+    assert empty.exit_code == 1 and "nothing was validated" in empty.stderr
 
 
 def test_text_from_the_data_cannot_split_a_diagnostic_line(tmp_path):

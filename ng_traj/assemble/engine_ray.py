@@ -19,8 +19,8 @@ since the same assembly runs. Outputs are written atomically (``io/atomic.py``):
 folder, the output file and the segments all live under temporary names until every chunk is done;
 an interrupted build stops Ray's work before they are removed.
 
-Ray is an optional dependency (``pip install 'ng-traj[ray]'``) and is imported only here, when a
-build runs with ``--engine ray``.
+Ray is an optional dependency (``pip install 'ng-traj[ray]'``, or ``pip install -e '.[ray]'`` in a
+checkout) and is imported only here, when a build runs with ``--engine ray``.
 """
 
 from __future__ import annotations
@@ -50,8 +50,9 @@ from ng_traj.roles import RoleTally
 from ng_traj.writers.dataset_paths import MANIFEST, TABLE_NAMES
 from ng_traj.writers.spool import spool_appender
 
-EXTRA = "pip install 'ng-traj[ray]'"
-"""How to install what ``--engine ray`` needs."""
+EXTRA = "pip install 'ng-traj[ray]' (from a source checkout: pip install -e '.[ray]')"
+"""How to install what ``--engine ray`` needs: the extra of the installed package, or of a checkout
+installed as the README does (``pip install -e .``), where ``ng-traj[ray]`` would fetch another copy."""
 MAX_RETRIES = 3
 """Times Ray runs a chunk again after its worker died (or it raised ``OSError``)."""
 CHUNK_SIZE = 4096

@@ -171,7 +171,9 @@ def discover(
     manifest: list[ManifestEntry] = (),  # type: ignore[assignment]
     exclude: Path | None = None,
 ) -> Inputs:
-    """Classify every file under ``paths`` (and the manifest's paths), except ``exclude``.
+    """Classify every file under ``paths`` (and the manifest's paths), except ``exclude`` and, found
+    under a named folder, the ``--manifest`` file itself (the file its entries were read from: not an
+    artifact, so not reported as one no reader recognises).
 
     Raises:
         RunError: A named path does not exist.
@@ -183,6 +185,8 @@ def discover(
     attributed = {resolved(entry.path): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]
     output = _file_identity(exclude, _lstat(exclude)) if exclude is not None and exclude.exists() else None
+    held: tuple[Path, Path] | None = None  # the output, a rows file under a named folder: an earlier --attach?
+    manifests = {_file_identity(real, _lstat(real)) for real in _manifest_files(manifest)}
     seen: dict[object, str] = {}
     capture_folders: dict[str, list[Claim]] = {}  # what the sniffers make of a capture file's name, by folder
 
@@ -202,21 +206,31 @@ def discover(
             link = _lstat(file)
             identity = _file_identity(file, link)
             if identity == output:
-                _refuse_output(file, named, exclude)  # type: ignore[arg-type]
+                if _refuse_output(file, named, exclude):  # type: ignore[arg-type]
+                    held = (file, named)
                 continue
             if identity in seen:
                 if seen[identity] != named_text:
                     inputs.overlaps.setdefault(named_text, set()).add(seen[identity])
                 continue
             seen[identity] = named_text
+            if identity in manifests and file != named:
+                continue
             entry = (attributed.get(resolved(file)) or named_entry) if attributed else None
             mode = link.st_mode if link is not None and not stat.S_ISLNK(link.st_mode) else None
             _classify(inputs, file, named_text, file == named, force_kind, entry, sink, mode, capture_folders)
     inputs.rollout_ids.clear()
     inputs.rollout_files.sort(key=lambda f: str(f.path))
+    if held is not None:
+        _check_held_output(inputs, *held, exclude)  # type: ignore[arg-type]
     if len(inputs.rollout_files) > 1:
         _skip_attach_outputs(inputs, sink)
     return inputs
+
+
+def _manifest_files(manifest: list[ManifestEntry]) -> set[Path]:
+    """The manifest files the entries were read from, resolved (one, the build's ``--manifest``)."""
+    return {Path(os.path.realpath(entry.where[0])) for entry in manifest if entry.where is not None}
 
 
 def _skip_attach_outputs(inputs: Inputs, sink: DiagnosticSink) -> None:
@@ -234,16 +248,45 @@ def _skip_attach_outputs(inputs: Inputs, sink: DiagnosticSink) -> None:
         sink.add(Diagnostic("warning", "input_unsupported", message, path=str(path)))
 
 
-def _refuse_output(file: Path, named: Path, output: Path) -> None:
+def _refuse_output(file: Path, named: Path, output: Path) -> bool:
     """The output file was found among the inputs: skipped when it is an earlier output, else refused.
+
+    Returns:
+        ``True`` when ``file`` is rollout rows found under the folder ``named`` whose first row carries
+        ``ng_trajectory``: an earlier ``build --attach`` output, if it matches the rows of another
+        rollouts file of the build (decided once every file is found: :func:`_check_held_output`).
 
     Raises:
         RunError: ``file`` was named directly, or would be read as an input (writing would replace it).
     """
     kinds = [claim.kind for claim in claims(file) if claim.kind != "unsupported"]
+    if file != named and kinds == ["rollouts"]:
+        first = first_record(file)
+        if isinstance(first, dict) and "ng_trajectory" in first:
+            return True
     if file == named or kinds:
-        where = "" if file == named else f" (a {kinds[0]} file under {named})"
-        raise RunError(f"output {output} is one of the inputs{where}; writing would replace it: name another file")
+        raise RunError(_OUTPUT_IS_INPUT.format(output=output, where=_where(file, named, kinds)))
+    return False
+
+
+_OUTPUT_IS_INPUT = "output {output} is one of the inputs{where}; writing would replace it: name another file"
+
+
+def _where(file: Path, named: Path, kinds: list[str]) -> str:
+    return "" if file == named else f" (a {kinds[0]} file under {named})"
+
+
+def _check_held_output(inputs: Inputs, file: Path, named: Path, output: Path) -> None:
+    """Skip the output ``file`` (rollout rows with trajectories, found under ``named``) when it is an
+    earlier ``build --attach`` output of another rollouts file of the build (``sources/rollouts/attached.py``):
+    the same ``--attach`` run again replaces it, as a plain build replaces its earlier output.
+
+    Raises:
+        RunError: It is not: its rows are an input (a collector's rows carrying trajectories) that
+            writing would replace.
+    """
+    if file not in earlier_attach_outputs([file, *(rollouts.path for rollouts in inputs.rollout_files)]):
+        raise RunError(_OUTPUT_IS_INPUT.format(output=output, where=_where(file, named, ["rollouts"])))
 
 
 def _file_identity(file: Path, link: os.stat_result | None) -> object:

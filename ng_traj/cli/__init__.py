@@ -12,7 +12,7 @@ import typer
 
 from ng_traj import __version__
 from ng_traj.cli import build, convert, export, matrix, report, schema, show, validate
-from ng_traj.cli.common import EXIT_INTERRUPTED, stderr_console
+from ng_traj.cli.common import EXIT_INTERRUPTED, Command, stderr_console
 from ng_traj.io.atomic import command_outputs, interrupt, interrupting_signal, was_interrupted
 
 app = typer.Typer(
@@ -42,14 +42,14 @@ def _root(
     """ng-traj: trajectories from retained rollout artifacts."""
 
 
-app.command("build")(build.command)
-app.command("validate")(validate.command)
-app.command("matrix")(matrix.command)
-app.command("convert")(convert.command)
-app.command("schema")(schema.command)
-app.command("export")(export.command)
-app.command("show")(show.command)
-app.command("report")(report.command)
+app.command("build", cls=Command)(build.command)
+app.command("validate", cls=Command)(validate.command)
+app.command("matrix", cls=Command)(matrix.command)
+app.command("convert", cls=Command)(convert.command)
+app.command("schema", cls=Command)(schema.command)
+app.command("export", cls=Command)(export.command)
+app.command("show", cls=Command)(show.command)
+app.command("report", cls=Command)(report.command)
 
 
 def main() -> None:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 from rich.console import Console
 from rich.markup import escape
+from typer.core import TyperCommand
 
 from ng_traj.diagnostics import RunError, printable
 from ng_traj.io.atomic import command_outputs, was_interrupted
@@ -243,6 +244,46 @@ class Unreported:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._stream, name)
+
+
+class Command(TyperCommand):
+    """The class of every ``ng-traj`` command: its arguments are named in the usage line and the
+    help by their metavar alone, ``INPUT...`` for one taken any number of times and ``[ROLLOUT]`` for
+    an optional one (Typer 0.29 wrote ``{INPUT}...`` and ``INPUT <list[Path]>``: Python type names
+    that mean nothing to the user). Options are shown as Typer shows them. Typer 0.26 and later
+    carry their own copy of click: parameters are told apart by ``param_type_name``, not by class."""
+
+    def collect_usage_pieces(self, ctx: Any) -> list[str]:
+        """``[OPTIONS]`` and each parameter's usage, an argument's as :func:`argument_name` names it."""
+        pieces = [self.options_metavar] if self.options_metavar else []
+        for param in self.get_params(ctx):
+            is_argument = param.param_type_name == "argument"
+            pieces.extend([argument_name(param)] if is_argument else param.get_usage_pieces(ctx))
+        return pieces
+
+    def format_options(self, ctx: Any, formatter: Any) -> None:
+        """The Arguments and Options sections; an argument's row named as in the usage line."""
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((argument_name(param), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
+
+
+def argument_name(param: Any) -> str:
+    """How help and usage name an argument: its metavar (else its name in capitals), ``...`` after
+    it when it is taken any number of times, in brackets when it is optional (``INPUT...``, ``[ROLLOUT]``)."""
+    name = param.metavar or (param.name or "").upper()
+    name += "..." if param.nargs != 1 else ""
+    return name if param.required or name.startswith("[") else f"[{name}]"  # a metavar may say it already
 
 
 def gym_release(requested: str, chosen_format: str) -> Release:

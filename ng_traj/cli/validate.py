@@ -18,7 +18,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import RunError, plural, safe_text
+from ng_traj.diagnostics import DiagnosticSink, RunError, plural, safe_text
 from ng_traj.io.compression import is_compressed
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
@@ -32,6 +32,11 @@ class Tally:
     records: int = 0
     invalid: int = 0
     skipped: int = 0
+    """Everything skipped: JSONL lines, dataset trajectories and broken datasets (``lines_skipped``)."""
+    dataset_skipped: int = 0
+    """Of those, the trajectories of datasets whose rows could not be read."""
+    datasets_stopped: int = 0
+    """Of those, the datasets not read to their end (a missing table or column)."""
     with_0_7_keys: int = 0
     nothing_validated: list[str] = field(default_factory=list)
 
@@ -40,7 +45,8 @@ def command(
     files: Annotated[
         list[Path],
         typer.Argument(
-            metavar="FILE", help="ng_trajectory JSONL files, rollout JSONL files, or Parquet dataset directories."
+            metavar="FILE",
+            help="ng_trajectory JSONL files, rollout JSONL files, Parquet dataset directories, or folders of them.",
         ),
     ],
     output_format: Annotated[str | None, output_format_option()] = None,
@@ -54,6 +60,8 @@ def command(
 
     Reads ng_trajectory JSONL, rollout rows carrying ng_trajectory (and ng_agent_observations), or
     Parquet datasets written by ng-traj (rows joined back into records; the line is the record's position).
+    A folder that is no dataset is walked as build, show, export and matrix walk one: its JSONL and
+    JSON files and the datasets inside it, in sorted order (other files are skipped, with an info).
     Prints one line per problem, `path:line: severity[code] pointer: message`, then a summary.
     Files are streamed; nothing is written. Exit 0 when every record is valid (warnings allowed),
     1 when any record or line is invalid or a named file holds no trajectory to check (empty, or
@@ -71,13 +79,13 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
         if path.is_dir():
             _check_dataset_folder(path)
         refuse_parquet_file(path)
-    files = _named_once(files)
     from ng_traj.validate import Repeats, validate_dataset, validate_file
 
     tally = Tally()
     repeats = Repeats()  # across the JSONL files named; a dataset is compared within itself
     reporter = Reporter("validate", output_format, level)
     sink = reporter.sink
+    files = _named_once(_found(files, sink, tally))
     with reporter.feedback() as feedback:
         for path in files:
             tally.files += 1
@@ -90,6 +98,9 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
             tally.records += result.records
             tally.invalid += result.invalid
             tally.skipped += result.skipped
+            if path.is_dir():
+                tally.dataset_skipped += result.skipped - result.stopped
+                tally.datasets_stopped += result.stopped
             tally.with_0_7_keys += result.with_0_7_keys
             if not result.records:
                 tally.nothing_validated.append(str(path))
@@ -97,6 +108,39 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
     code = EXIT_DATA if sink.errors or tally.nothing_validated else EXIT_OK
     _summary(tally, reporter, code)
     return code
+
+
+def _found(named: list[Path], sink: DiagnosticSink, tally: Tally) -> list[Path]:
+    """The files and datasets the named paths stand for: a file or dataset folder as itself; any other
+    folder walked as ``build``, ``show``, ``export`` and ``matrix`` walk one (``records.input_files``:
+    sorted, hidden entries skipped, datasets inside kept whole), with their skip rules: a file found
+    there is validated only when named as JSON Lines or JSON (else one ``input_unclaimed`` info), and
+    not when ng-traj wrote it as an export or report (one ``input_unsupported`` info). A folder with
+    nothing to validate is listed in ``tally.nothing_validated`` (exit 1).
+    """
+    from ng_traj.diagnostics import Diagnostic
+    from ng_traj.records import UNCLAIMED, input_files
+    from ng_traj.sources.detect import own_output
+    from ng_traj.sources.sniff import json_named
+    from ng_traj.writers.dataset_paths import is_dataset, is_old_layout
+
+    found: list[Path] = []
+    for path in named:
+        if not path.is_dir() or is_dataset(path) or is_old_layout(path):
+            found.append(path)
+            continue
+        before = len(found)
+        for file in input_files([path]):
+            own = None if file.is_dir() else own_output(file)
+            if own is not None:
+                sink.add(Diagnostic("info", "input_unsupported", f"recognised as {own}; skipped", path=str(file)))
+            elif file.is_dir() or json_named(file):
+                found.append(file)
+            else:
+                sink.add(Diagnostic("info", "input_unclaimed", UNCLAIMED, path=str(file)))
+        if len(found) == before:
+            tally.nothing_validated.append(str(path))
+    return found
 
 
 def _named_once(files: list[Path]) -> list[Path]:
@@ -131,7 +175,7 @@ def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
     sink = reporter.sink
     counts = (
         f"{plural(tally.files, 'file')}, {plural(tally.records, 'record')}, {tally.invalid} invalid, "
-        f"{plural(tally.skipped, 'line')} skipped; {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
+        f"{_skipped(tally)}; {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
         + (f"; {data['revision']}" if tally.records else "")
     )
     verdict = "invalid" if sink.errors else "nothing validated" if tally.nothing_validated else "valid"
@@ -141,18 +185,27 @@ def _summary(tally: Tally, reporter: Reporter, code: int) -> None:
     reporter.summary(data, code, f"{verdict}: {counts}", text, problems)
 
 
+def _skipped(tally: Tally) -> str:
+    """What was skipped, each in its own unit: JSONL lines, and (datasets have no lines) the
+    trajectories of datasets whose rows could not be read and the datasets not read to their end;
+    ``0 lines skipped`` when nothing was."""
+    lines = tally.skipped - tally.dataset_skipped - tally.datasets_stopped
+    parts = [f"{plural(lines, 'line')} skipped"] if lines or tally.skipped == 0 else []
+    if tally.dataset_skipped:
+        parts.append(f"{plural(tally.dataset_skipped, 'dataset trajectory', 'dataset trajectories')} skipped")
+    if tally.datasets_stopped:
+        parts.append(f"{plural(tally.datasets_stopped, 'dataset')} not read to the end")
+    return ", ".join(parts)
+
+
 def _check_dataset_folder(path: Path) -> None:
-    """Refuse a folder that is not a dataset (a dataset of the first layout is let through: validating
-    it reports the layout).
+    """Refuse a table folder of a dataset (any other folder is a dataset, or is walked: :func:`_found`).
 
     Raises:
-        RunError: ``path`` is a table folder of a dataset, or no dataset at all.
+        RunError: ``path`` is a table folder of a dataset.
     """
-    from ng_traj.writers.dataset_paths import is_dataset, is_old_layout, table_folder_of
+    from ng_traj.writers.dataset_paths import table_folder_of
 
-    if is_dataset(path) or is_old_layout(path):
-        return
     dataset = table_folder_of(path)
     if dataset is not None:
         raise RunError(f"{path} is a table folder of a Parquet dataset: name the dataset folder {dataset}")
-    raise RunError(f"{path} is a directory but not an ng-traj Parquet dataset; name the JSONL files to check")
