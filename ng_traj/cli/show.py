@@ -143,6 +143,50 @@ def _print(console, pager: bool, body) -> None:
     if not pager:
         body()
         return
-    os.environ.setdefault("LESS", PAGER_LESS)
-    with console.pager(styles=True):
+    with console.capture() as captured:
         body()
+    _page(captured.get())
+
+
+def _page(text: str) -> None:
+    """Show ``text`` (with its terminal styles) through ``$PAGER`` (a shell command; ``less`` when
+    unset or empty, with ``$LESS`` defaulting to :data:`PAGER_LESS`).
+
+    A pager that cannot be started or exits non-zero (a ``$PAGER`` naming no program, ``false``)
+    has shown nothing the user quit: ``text`` is then written to standard output itself, after one
+    line on standard error naming the pager and its exit status. A pager the user quits before the
+    end (the pipe closes under us) exits 0 and is not a failure.
+    """
+    import subprocess
+
+    command = os.environ.get("PAGER", "").strip() or "less"
+    env = {**os.environ, "LESS": os.environ.get("LESS", PAGER_LESS)}
+    data = text.encode("utf-8", "replace")
+    try:
+        process = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env)
+    except OSError as exc:
+        status = f"could not be started ({exc.strerror or exc})"
+    else:
+        assert process.stdin is not None
+        try:
+            process.stdin.write(data)
+            process.stdin.close()
+        except OSError:  # BrokenPipeError: the pager quit (or died) before reading everything
+            pass
+        while True:
+            try:
+                code = process.wait()
+                break
+            except KeyboardInterrupt:  # Ctrl-C is the pager's to handle, as pydoc leaves it
+                continue
+        if code == 0:
+            return
+        status = f"exited with status {code}" if code > 0 else f"was stopped by signal {-code}"
+    sys.stderr.write(
+        f"ng-traj show: the pager {command!r} {status}; printing here instead "
+        "(set PAGER to a working pager, or pass --no-pager)\n"
+    )
+    sys.stderr.flush()
+    with stdout_errors():
+        write_all(sys.stdout.buffer, data)
+        sys.stdout.buffer.flush()
