@@ -99,5 +99,6 @@ def test_an_ambiguous_rollout_on_a_terminal_is_one_error_line_without_traceback(
     assert code == 2
     message = " ".join(out.split())
     assert "2 rollouts are '1-0'" in message and "name one file" not in message
-    assert "the id repeats within" in message and "nothing in it tells these records apart" in message
+    assert "the id repeats within" in message and "no run or agent of their own tells these records apart" in message
+    assert "pick one by its line with --line N" in message
     assert "Traceback" not in out and "paged:" not in out

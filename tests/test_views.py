@@ -192,6 +192,28 @@ def test_colliding_rollout_ids_are_an_error_listing_the_candidates_and_agent_pic
     assert listed.exit_code == 0 and listed.stdout.count("anyswe_pi") == 5
 
 
+def test_records_of_one_file_sharing_an_id_are_picked_by_their_line(tmp_path):
+    """A build of several runs writes rollout 0-0 once per run into bare trajectory JSONL, which
+    keeps no run or agent: the error says so truthfully and --line picks one."""
+    from conftest import shared_dir
+
+    out = tmp_path / "gym.jsonl"
+    assert run_cli("build", shared_dir("gym-examples"), "-o", out).exit_code == 0
+    result = run_cli("show", out, "0-0")
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert message.startswith("error: 12 rollouts are '0-0': ") and f"{out}:3 (run ?, agent ?)" in message
+    assert "writes each rollout id once" not in message
+    assert message.endswith(f"pick one by its line with --line N (N as in {out}:N above)")
+    picked = run_cli("show", out, "0-0", "--line", "3")
+    assert picked.exit_code == 0, picked.stderr
+    assert "rollout 0-0" in picked.stdout and f"from {out}:3" in " ".join(picked.stdout.split())
+    wrong = run_cli("show", out, "0-0", "--line", "40")
+    assert wrong.exit_code == 2 and "exists, but not for the --run/--agent/--line given" in wrong.stderr
+    listed = run_cli("show", out, "--line", "3")
+    assert listed.exit_code == 0 and f"{out}:3" in listed.stdout and f"{out}:4" not in listed.stdout
+
+
 def _details(page: str) -> list[dict]:
     packed = re.findall(r'<script type="application/octet-stream" id="d-\d+">([^<]*)</script>', page)
     return [orjson.loads(zlib.decompress(base64.b64decode(text))) for text in packed]

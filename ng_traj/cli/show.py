@@ -30,6 +30,10 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 INPUT_HELP = "ng_trajectory JSONL, rollout JSONL carrying ng_trajectory (build --attach), or a Parquet dataset."
 RUN_HELP = "Only the rollouts of this run (the dataset's run column; for rows, the file's label)."
 AGENT_HELP = "Only the rollouts of this agent (the row's agent_ref name)."
+LINE_HELP = (
+    "Only the record at this line of INPUT (in a dataset, its Nth trajectory): the N of INPUT:N in the list "
+    "and in errors, to pick one of the records that share a rollout id and nothing else."
+)
 ROLE_HELP = "NAME=ROLE: label the calls of model server NAME with ROLE in the totals (repeatable)."
 PAGER_LESS = "-RFX"
 """``less`` options when the user set none: keep colours, quit when it fits one screen, leave it on screen."""
@@ -42,6 +46,7 @@ def command(
     ] = None,
     run: Annotated[str | None, typer.Option("--run", metavar="RUN", help=RUN_HELP, show_default=False)] = None,
     agent: Annotated[str | None, typer.Option("--agent", metavar="AGENT", help=AGENT_HELP, show_default=False)] = None,
+    line: Annotated[int | None, typer.Option("--line", metavar="N", min=1, help=LINE_HELP, show_default=False)] = None,
     role: Annotated[
         list[str] | None, typer.Option("--role", metavar="NAME=ROLE", help=ROLE_HELP, show_default=False)
     ] = None,
@@ -59,7 +64,8 @@ def command(
     token and latency totals per role, and its gaps by code with what each means.
 
     Without ROLLOUT, the rollouts of INPUT are listed. Rollout ids repeat across runs and agents:
-    pick one with --run and --agent (an id that several rollouts share is an error listing them).
+    pick one with --run and --agent, or by its place with --line (an id that several rollouts share
+    is an error listing them).
     Paged on a terminal; plain text when standard output is a file or a pipe. Diagnostics about
     unreadable lines go to standard error. Exit 0 when something was shown, 1 when the input holds
     no rollout, 2 for usage errors (an unknown or ambiguous rollout). --redact masks secrets in
@@ -72,6 +78,7 @@ def command(
             rollout,
             run,
             agent,
+            line,
             tuple(role or ()),
             pager,
             max_line_bytes,
@@ -85,6 +92,7 @@ def show(
     rollout: str | None,
     run: str | None,
     agent: str | None,
+    line: int | None,
     role: tuple[str, ...],
     pager: bool,
     max_line_bytes: int,
@@ -109,15 +117,19 @@ def show(
     if not console.is_terminal:  # rendered whole, then written (a closed pipe is then one quiet 141)
         console = Console(file=io.StringIO(), highlight=False, emoji=False, width=160)
     if rollout is None:
-        entries = list(pick.listing(reads, run, agent))
+        entries = list(pick.listing(reads, run, agent, line))
         reporter.flush_infos()
         if not entries:
-            message = "no rollouts" + (" for the --run/--agent given" if run or agent else "")
+            message = "no rollouts" + (
+                (" for the --run/--agent/--line given" if line else " for the --run/--agent given")
+                if run or agent or line
+                else ""
+            )
             _print(console, pager, lambda: console.print(message, markup=False))
             return EXIT_DATA
         _print(console, pager, lambda: console.print(terminal.rollout_list(entries)))
         return EXIT_OK
-    read = pick.pick(reads, rollout, run, agent)
+    read = pick.pick(reads, rollout, run, agent, line)
     reporter.flush_infos()
     about = {
         "run": read.run,
