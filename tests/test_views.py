@@ -357,3 +357,13 @@ def test_show_names_the_first_file_of_an_info_code_it_summarises_not_an_option_i
     assert (
         f"info[input_unclaimed]: 2 times: no reader recognises the input; skipped (the first: {tmp_path / 'README'})"
     ) in result.stderr
+
+
+def test_show_warns_of_a_role_naming_no_model_server_of_the_rollout():
+    result = run_cli("show", PARALLEL, "1-0", "--role", "helper_modle=tool_model")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning[role_unmatched]: --role helper_modle=tool_model: no model call of this rollout is served by "
+        "'helper_modle', so the role labels nothing; did you mean 'helper_model'?" in result.stderr
+    )
+    assert "role_unmatched" not in run_cli("show", PARALLEL, "1-0", "--role", "helper_model=tool_model").stderr
