@@ -275,7 +275,7 @@ def _one_line(data: dict) -> str:
     gaps = sum(data["gaps_by_code"].values())
     return (
         f"built {plural(data['trajectories'], 'trajectory', 'trajectories')} "
-        f"({plural(data['model_calls'], 'model call')}, {plural(data['tool_calls'], 'tool call')}, "
+        f"({plural(data['model_calls'], 'model call')}, {plural(data['tool_calls'], 'tool-call record')}, "
         f"{plural(gaps, 'gap')}) -> {data['output']}; {plural(data['lines_skipped'], 'line')} skipped, "
         f"{plural(len(data['orphan_captures']), 'orphan capture file')}, "
         f"{plural(data['diagnostics']['errors'], 'error')}, {plural(data['diagnostics']['warnings'], 'warning')}"
@@ -301,7 +301,8 @@ def _table(data: dict) -> Table:
         ("rows", f"{data['rollout_rows']} rollout, {data['task_input_rows']} task input"),
         (
             "calls",
-            f"{data['model_calls']} model, {data['tool_calls']} tool; {plural(data['invocations'], 'invocation')}",
+            f"{data['model_calls']} model, {plural(data['tool_calls'], 'tool-call record')}; "
+            f"{plural(data['invocations'], 'invocation')}",
         ),
         ("roles", _roles(data["roles"])),
         ("lines skipped", str(data["lines_skipped"])),
