@@ -127,6 +127,7 @@ BUILD_CODES: dict[str, str] = {
     "opencode_record_unowned": "OpenCode messages of a session the store does not hold; left out",
     "opencode_session_duplicate": "an OpenCode session in two inputs; the first (in path order) is used",
     "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
+    "role_unmatched": "a --role naming a model server no model call of the build (or shown rollout) has; it labels nothing",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 

@@ -10,6 +10,7 @@ itself carries no role.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -21,6 +22,9 @@ JUDGE = "judge"
 
 UNMAPPED = "unmapped"
 """Summary label of calls whose server no ``--role`` names (or that have no ``model_ref``)."""
+
+ROLE_UNMATCHED = "role_unmatched"
+"""Diagnostic code of a ``--role`` naming a model server no model call has (:func:`unmatched_roles`)."""
 
 _ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
@@ -46,6 +50,37 @@ def parse_roles(values: Iterable[str]) -> dict[str, str]:
             raise ValueError(f"--role: {name!r} is given two roles ({roles[name]}, {role})")
         roles[name] = role
     return roles
+
+
+def unmatched_roles(roles: Mapping[str, str], seen: Iterable[str], scope: str) -> list[str]:
+    """One warning message per ``--role`` name that is no ``model_ref.name`` in ``seen``, in the
+    order given: a misspelt name labels nothing and its calls stay :data:`UNMAPPED`.
+
+    Each message names the closest server seen (``difflib``), if any is close, and lists the
+    servers seen (the first ten, sorted), or says no call names one.
+
+    Args:
+        roles: The parsed ``--role`` map (:func:`parse_roles`).
+        seen: The ``model_ref.name`` of every model call considered.
+        scope: What was looked at, for the message (``"this build"``, ``"this rollout"``).
+    """
+    names = sorted(set(seen))
+    messages = []
+    for name, role in roles.items():
+        if name in names:
+            continue
+        close = difflib.get_close_matches(name, names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        if names:
+            listed = ", ".join(repr(server) for server in names[:10])
+            more = f" and {len(names) - 10} more" if len(names) > 10 else ""
+            known = f"{hint}the model servers seen are {listed}{more}"
+        else:
+            known = "no model call of it names a model server (model_ref.name)"
+        messages.append(
+            f"--role {name}={role}: no model call of {scope} is served by {name!r}, so the role labels nothing; {known}"
+        )
+    return messages
 
 
 def role_of(name: str | None, roles: Mapping[str, str]) -> str | None:
@@ -100,16 +135,20 @@ class RoleTally:
     """Model calls and token totals per role, for the build summary.
 
     Token totals are sums of the reported counts (``None`` when no call of the role reported one);
-    calls of servers no ``--role`` names are counted under :data:`UNMAPPED`.
+    calls of servers no ``--role`` names are counted under :data:`UNMAPPED`. ``servers`` holds the
+    ``model_ref.name`` of every call counted (for :func:`unmatched_roles`).
     """
 
     roles: Mapping[str, str] = field(default_factory=dict)
     calls: Counter[str] = field(default_factory=Counter)
     tokens: dict[str, dict[str, int | None]] = field(default_factory=dict)
+    servers: set[str] = field(default_factory=set)
 
     def add(self, usages: Iterable[CallUsage]) -> None:
         """Count model calls given by their :func:`call_usage`."""
         for name, *counts in usages:
+            if name is not None:
+                self.servers.add(name)
             role = role_of(name, self.roles) or UNMAPPED
             self.calls[role] += 1
             totals = self.tokens.setdefault(role, dict.fromkeys(_TOKENS))

@@ -346,7 +346,32 @@ def test_quiet_leaves_out_the_per_rollout_lines(tmp_path):
     result = run_cli("export", RETAINED, "--format", "atif", "-o", tmp_path / "out", "-q")
     assert result.exit_code == 0, result.stderr
     assert [line for line in result.stderr.splitlines() if line.startswith("  ")] == []
-    assert result.stderr.splitlines()[-1].startswith("exported 13 of 13 rollouts as atif (13 complete")
+    assert result.stderr.splitlines()[-1].startswith("exported 13 of 13 records read as atif (13 complete")
+
+
+def test_the_summary_counts_the_records_read_and_those_skipped_as_invalid_in_both_modes(tmp_path):
+    """Invalid records are skipped by reading, with an error each: the summary counts them among
+    the records read and says how many; --strict counts its refusals among the same records."""
+    good = RETAINED
+    lines = good.read_bytes().splitlines()
+    values = [orjson.loads(line) for line in lines]
+    for value in values[1::2]:
+        value["task_id"] = 123  # not a string: the record is invalid
+    mixed = tmp_path / "inv.jsonl"
+    mixed.write_bytes(b"".join(orjson.dumps(value) + b"\n" for value in values))
+    result = run_cli("export", mixed, "--format", "atif", "-o", tmp_path / "a", "-q")
+    assert result.exit_code == 1
+    last = result.stderr.splitlines()[-1]
+    assert last.startswith(
+        "exported 7 of 13 records read as atif (7 complete, 0 lossy, 0 refused, 0 not written, 6 skipped as invalid)"
+    ), last
+    strict = run_cli("export", good, "--format", "atif", "-o", tmp_path / "s", "--strict", "-q")
+    assert strict.stderr.splitlines()[-1].startswith(
+        "exported 0 of 13 records read as atif (0 complete, 0 lossy, 13 refused, 0 not written, 0 skipped as invalid)"
+    )
+    both = run_json("export", mixed, "--format", "atif", "-o", tmp_path / "b", "--strict")
+    assert (both.summary["read"], both.summary["skipped_invalid"], both.summary["written"]) == (13, 6, 0)
+    assert len(both.summary["rollouts"]) == 7 and {r["status"] for r in both.summary["rollouts"]} == {"refused"}
 
 
 def test_only_an_earlier_export_or_an_empty_folder_is_replaced(tmp_path):

@@ -223,3 +223,29 @@ def test_bad_role_values_are_usage_errors(tmp_path):
         assert len(result.stderr.strip().splitlines()) == 1 and "--role" in result.stderr
     result = run_cli("build", JUDGE / "stores" / "input", "-o", tmp_path / "x.jsonl", "--role", "a=b", "--role", "a=c")
     assert result.exit_code == 2 and "two roles" in result.stderr
+
+
+def test_a_role_naming_no_model_server_of_the_build_is_a_warning_with_the_close_match(tmp_path):
+    """A misspelt --role labels nothing; the build says so once per name, with what it saw (the
+    finding's own example: retained_run's judge calls are all captured, by judge_model)."""
+    out = tmp_path / "x.jsonl"
+    retained = FIXTURES / "build" / "retained_run" / "input"
+    result = run_json("build", retained, "-o", out, "--role", "judge_modle=judge", "--role", "policy_model=policy")
+    assert result.exit_code == 0, result.stderr
+    warnings = [d for d in result.diagnostics if d["code"] == "role_unmatched"]
+    assert [(d["severity"], d["message"]) for d in warnings] == [
+        (
+            "warning",
+            "--role judge_modle=judge: no model call of this build is served by 'judge_modle', so the role "
+            "labels nothing; did you mean 'judge_model'? the model servers seen are 'judge_model', 'policy_model'",
+        )
+    ]
+    assert result.summary["roles"]["unmapped"]["calls"] > 0
+    clean = run_json("build", JUDGE / "stores" / "input", "-o", out, *ROLES)
+    assert clean.exit_code == 0 and not [d for d in clean.diagnostics if d["code"] == "role_unmatched"]
+    far = run_json(
+        "build", JUDGE / "stores" / "input", "-o", out, "--role", "zzz=policy", "--role", "polcy_model=policy"
+    )
+    messages = [d["message"] for d in far.diagnostics if d["code"] == "role_unmatched"]
+    assert len(messages) == 2 and "did you mean" not in messages[0] and "did you mean 'policy_model'?" in messages[1]
+    assert messages[0].endswith("nothing; the model servers seen are 'judge_model', 'policy_model'")

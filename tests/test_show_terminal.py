@@ -21,12 +21,12 @@ PARALLEL = FIXTURES / "views" / "parallel_subagent.jsonl"
 PAGER = "sed s/^/paged:/"
 
 
-def _environment() -> dict[str, str]:
+def _environment(pager: str = PAGER) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in ("NO_COLOR", "MANPAGER", "LESS", "COLUMNS", "LINES")}
-    return {**env, "PAGER": PAGER, "TERM": "xterm-256color"}
+    return {**env, "PAGER": pager, "TERM": "xterm-256color"}
 
 
-def _in_terminal(*args: str) -> tuple[int, str]:
+def _in_terminal(*args: str, pager: str = PAGER) -> tuple[int, str]:
     """Run ``ng-traj ARGS`` with a 140x40 pseudo-terminal as its standard streams; exit code and output."""
     controller, terminal = pty.openpty()
     fcntl.ioctl(terminal, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 140, 0, 0))
@@ -35,7 +35,7 @@ def _in_terminal(*args: str) -> tuple[int, str]:
         stdin=terminal,
         stdout=terminal,
         stderr=terminal,
-        env=_environment(),
+        env=_environment(pager),
         start_new_session=True,
     )
     os.close(terminal)
@@ -74,6 +74,16 @@ def test_on_a_terminal_the_list_is_paged_and_no_pager_prints_directly():
     assert code == 0 and "paged:" not in out and "spawned by call_spawn" in out
 
 
+def test_a_pager_that_cannot_start_or_fails_falls_back_to_the_terminal(tmp_path):
+    for pager in (str(tmp_path / "no-such-pager"), "false"):
+        code, out = _in_terminal("show", str(PARALLEL), "1-0", pager=pager)
+        assert code == 0, out
+        text = " ".join(out.split())
+        assert f"ng-traj show: the pager '{pager}' exited with status" in text, out
+        assert "printing here instead" in text
+        assert "spawned by call_spawn" in out and "tool_timing_unavailable" in out
+
+
 def test_through_a_pipe_it_is_plain_and_not_paged():
     result = _piped("show", str(PARALLEL), "1-0")
     assert result.returncode == 0, result.stderr
@@ -89,5 +99,6 @@ def test_an_ambiguous_rollout_on_a_terminal_is_one_error_line_without_traceback(
     assert code == 2
     message = " ".join(out.split())
     assert "2 rollouts are '1-0'" in message and "name one file" not in message
-    assert "the id repeats within" in message and "nothing in it tells these records apart" in message
+    assert "the id repeats within" in message and "no run or agent of their own tells these records apart" in message
+    assert "pick one by its line with --line N" in message
     assert "Traceback" not in out and "paged:" not in out

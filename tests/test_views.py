@@ -192,6 +192,28 @@ def test_colliding_rollout_ids_are_an_error_listing_the_candidates_and_agent_pic
     assert listed.exit_code == 0 and listed.stdout.count("anyswe_pi") == 5
 
 
+def test_records_of_one_file_sharing_an_id_are_picked_by_their_line(tmp_path):
+    """A build of several runs writes rollout 0-0 once per run into bare trajectory JSONL, which
+    keeps no run or agent: the error says so truthfully and --line picks one."""
+    from conftest import shared_dir
+
+    out = tmp_path / "gym.jsonl"
+    assert run_cli("build", shared_dir("gym-examples"), "-o", out).exit_code == 0
+    result = run_cli("show", out, "0-0")
+    assert result.exit_code == 2
+    message = " ".join(result.stderr.split())
+    assert message.startswith("error: 12 rollouts are '0-0': ") and f"{out}:3 (run ?, agent ?)" in message
+    assert "writes each rollout id once" not in message
+    assert message.endswith(f"pick one by its line with --line N (N as in {out}:N above)")
+    picked = run_cli("show", out, "0-0", "--line", "3")
+    assert picked.exit_code == 0, picked.stderr
+    assert "rollout 0-0" in picked.stdout and f"from {out}:3" in " ".join(picked.stdout.split())
+    wrong = run_cli("show", out, "0-0", "--line", "40")
+    assert wrong.exit_code == 2 and "exists, but not for the --run/--agent/--line given" in wrong.stderr
+    listed = run_cli("show", out, "--line", "3")
+    assert listed.exit_code == 0 and f"{out}:3" in listed.stdout and f"{out}:4" not in listed.stdout
+
+
 def _details(page: str) -> list[dict]:
     packed = re.findall(r'<script type="application/octet-stream" id="d-\d+">([^<]*)</script>', page)
     return [orjson.loads(zlib.decompress(base64.b64decode(text))) for text in packed]
@@ -305,7 +327,7 @@ def test_show_reads_a_dataset_with_its_run_and_agent_columns(tmp_path):
     one = run_cli("show", dataset, "0-0", "--agent", "anyswe_pi")
     assert one.exit_code == 0, one.stderr
     assert "run anyswe_agent__example_rollouts_pi.jsonl  agent anyswe_pi  reward 1.0" in one.stdout
-    assert "3 tool calls" in one.stdout
+    assert "3 function calls (0 with a tool-call record)" in one.stdout
     tools = [line for line in one.stdout.splitlines() if "tool call" in line and "no tool record" in line]
     assert len(tools) == 3  # function calls of the rebuilt conversation, which has no tool records
 
@@ -319,7 +341,10 @@ def test_show_says_the_latency_is_unknown_when_no_call_states_one(tmp_path):
     view = rollout_view(value)
     assert view["totals"]["latency_ms"] is None and {row["latency_ms"] for row in view["roles"]} == {None}
     out = run_cli("show", untimed, value["rollout_id"]).stdout
-    assert f"{len(value['model_calls'])} model calls, 4 tool calls, 420 tokens, unknown model latency" in out
+    assert (
+        f"{len(value['model_calls'])} model calls, 4 function calls (4 with a tool-call record), 420 tokens, unknown model latency"
+        in out
+    )
     assert "0 ms model latency" not in out
     value["model_calls"] = []
     assert rollout_view(value)["totals"]["latency_ms"] == 0
@@ -335,3 +360,28 @@ def test_show_names_the_first_file_of_an_info_code_it_summarises_not_an_option_i
     assert (
         f"info[input_unclaimed]: 2 times: no reader recognises the input; skipped (the first: {tmp_path / 'README'})"
     ) in result.stderr
+
+
+def test_show_warns_of_a_role_naming_no_model_server_of_the_rollout():
+    result = run_cli("show", PARALLEL, "1-0", "--role", "helper_modle=tool_model")
+    assert result.exit_code == 0, result.stderr
+    assert (
+        "warning[role_unmatched]: --role helper_modle=tool_model: no model call of this rollout is served by "
+        "'helper_modle', so the role labels nothing; did you mean 'helper_model'?" in result.stderr
+    )
+    assert "role_unmatched" not in run_cli("show", PARALLEL, "1-0", "--role", "helper_model=tool_model").stderr
+
+
+def test_build_counts_tool_call_records_and_show_function_calls_and_each_says_which(tmp_path):
+    """The build summary's count is the tool-call records; show's is the function calls (records
+    plus the conversation's calls without one), and says how many of them have a record."""
+    from conftest import shared_dir
+
+    out = tmp_path / "gym.jsonl"
+    built = run_cli("build", shared_dir("gym-examples"), "-o", out)
+    assert built.exit_code == 0, built.stderr
+    assert "(2 model calls, 1 tool-call record, 219 gaps)" in built.stderr + built.stdout
+    listed = run_cli("show", out)
+    assert "function calls" in listed.stdout and "tool calls" not in listed.stdout
+    one = run_cli("show", out, "0-0", "--line", "1")
+    assert "0 model calls, 7 function calls (0 with a tool-call record)" in one.stdout

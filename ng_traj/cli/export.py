@@ -173,9 +173,10 @@ def _run(
     report = report_path(output)
     written = f"-> {output}; report {report}" if result.written else f"nothing written: {output} was left as it was"
     line = (
-        f"exported {result.written} of {len(result.outcomes)} rollouts as {format_} "
+        f"exported {result.written} of {plural(result.read, 'record')} read as {format_} "
         f"({result.count('complete')} complete, {lost} lossy, {result.count('refused')} refused, "
-        f"{result.count('not_written')} not written){' ' if result.written else '; '}{written}; "
+        f"{result.count('not_written')} not written, {result.skipped} skipped as invalid)"
+        f"{' ' if result.written else '; '}{written}; "
         f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
     )
     data = {
@@ -183,6 +184,8 @@ def _run(
         "output": safe_text(output),
         "report": safe_text(report),
         "written": result.written,
+        "read": result.read,
+        "skipped_invalid": result.skipped,
         "rollouts": [
             {"rollout_id": o.rollout.rollout_id, "status": o.status, "output": o.output, "summary": o.line()}
             for o in result.outcomes

@@ -30,6 +30,10 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 INPUT_HELP = "ng_trajectory JSONL, rollout JSONL carrying ng_trajectory (build --attach), or a Parquet dataset."
 RUN_HELP = "Only the rollouts of this run (the dataset's run column; for rows, the file's label)."
 AGENT_HELP = "Only the rollouts of this agent (the row's agent_ref name)."
+LINE_HELP = (
+    "Only the record at this line of INPUT (in a dataset, its Nth trajectory): the N of INPUT:N in the list "
+    "and in errors, to pick one of the records that share a rollout id and nothing else."
+)
 ROLE_HELP = "NAME=ROLE: label the calls of model server NAME with ROLE in the totals (repeatable)."
 PAGER_LESS = "-RFX"
 """``less`` options when the user set none: keep colours, quit when it fits one screen, leave it on screen."""
@@ -42,6 +46,7 @@ def command(
     ] = None,
     run: Annotated[str | None, typer.Option("--run", metavar="RUN", help=RUN_HELP, show_default=False)] = None,
     agent: Annotated[str | None, typer.Option("--agent", metavar="AGENT", help=AGENT_HELP, show_default=False)] = None,
+    line: Annotated[int | None, typer.Option("--line", metavar="N", min=1, help=LINE_HELP, show_default=False)] = None,
     role: Annotated[
         list[str] | None, typer.Option("--role", metavar="NAME=ROLE", help=ROLE_HELP, show_default=False)
     ] = None,
@@ -59,7 +64,8 @@ def command(
     token and latency totals per role, and its gaps by code with what each means.
 
     Without ROLLOUT, the rollouts of INPUT are listed. Rollout ids repeat across runs and agents:
-    pick one with --run and --agent (an id that several rollouts share is an error listing them).
+    pick one with --run and --agent, or by its place with --line (an id that several rollouts share
+    is an error listing them).
     Paged on a terminal; plain text when standard output is a file or a pipe. Diagnostics about
     unreadable lines go to standard error. Exit 0 when something was shown, 1 when the input holds
     no rollout, 2 for usage errors (an unknown or ambiguous rollout). --redact masks secrets in
@@ -72,6 +78,7 @@ def command(
             rollout,
             run,
             agent,
+            line,
             tuple(role or ()),
             pager,
             max_line_bytes,
@@ -85,6 +92,7 @@ def show(
     rollout: str | None,
     run: str | None,
     agent: str | None,
+    line: int | None,
     role: tuple[str, ...],
     pager: bool,
     max_line_bytes: int,
@@ -93,9 +101,9 @@ def show(
     """Find, render and print; return the exit code."""
     from rich.console import Console
 
-    from ng_traj.diagnostics import RunError
+    from ng_traj.diagnostics import Diagnostic, RunError
     from ng_traj.records import read_inputs
-    from ng_traj.roles import parse_roles
+    from ng_traj.roles import ROLE_UNMATCHED, parse_roles, ref_name, unmatched_roles
     from ng_traj.views import pick, terminal
     from ng_traj.views.tree import rollout_view
 
@@ -109,15 +117,24 @@ def show(
     if not console.is_terminal:  # rendered whole, then written (a closed pipe is then one quiet 141)
         console = Console(file=io.StringIO(), highlight=False, emoji=False, width=160)
     if rollout is None:
-        entries = list(pick.listing(reads, run, agent))
+        entries = list(pick.listing(reads, run, agent, line))
         reporter.flush_infos()
         if not entries:
-            message = "no rollouts" + (" for the --run/--agent given" if run or agent else "")
+            message = "no rollouts" + (
+                (" for the --run/--agent/--line given" if line else " for the --run/--agent given")
+                if run or agent or line
+                else ""
+            )
             _print(console, pager, lambda: console.print(message, markup=False))
             return EXIT_DATA
         _print(console, pager, lambda: console.print(terminal.rollout_list(entries)))
         return EXIT_OK
-    read = pick.pick(reads, rollout, run, agent)
+    read = pick.pick(reads, rollout, run, agent, line)
+    servers = (
+        ref_name((call.get("response_metadata") or {}).get("model_ref")) for call in read.value.get("model_calls") or ()
+    )
+    for message in unmatched_roles(roles, (name for name in servers if name is not None), "this rollout"):
+        reporter.sink.add(Diagnostic("warning", ROLE_UNMATCHED, message))
     reporter.flush_infos()
     about = {
         "run": read.run,
@@ -143,6 +160,50 @@ def _print(console, pager: bool, body) -> None:
     if not pager:
         body()
         return
-    os.environ.setdefault("LESS", PAGER_LESS)
-    with console.pager(styles=True):
+    with console.capture() as captured:
         body()
+    _page(captured.get())
+
+
+def _page(text: str) -> None:
+    """Show ``text`` (with its terminal styles) through ``$PAGER`` (a shell command; ``less`` when
+    unset or empty, with ``$LESS`` defaulting to :data:`PAGER_LESS`).
+
+    A pager that cannot be started or exits non-zero (a ``$PAGER`` naming no program, ``false``)
+    has shown nothing the user quit: ``text`` is then written to standard output itself, after one
+    line on standard error naming the pager and its exit status. A pager the user quits before the
+    end (the pipe closes under us) exits 0 and is not a failure.
+    """
+    import subprocess
+
+    command = os.environ.get("PAGER", "").strip() or "less"
+    env = {**os.environ, "LESS": os.environ.get("LESS", PAGER_LESS)}
+    data = text.encode("utf-8", "replace")
+    try:
+        process = subprocess.Popen(command, shell=True, stdin=subprocess.PIPE, env=env)
+    except OSError as exc:
+        status = f"could not be started ({exc.strerror or exc})"
+    else:
+        assert process.stdin is not None
+        try:
+            process.stdin.write(data)
+            process.stdin.close()
+        except OSError:  # BrokenPipeError: the pager quit (or died) before reading everything
+            pass
+        while True:
+            try:
+                code = process.wait()
+                break
+            except KeyboardInterrupt:  # Ctrl-C is the pager's to handle, as pydoc leaves it
+                continue
+        if code == 0:
+            return
+        status = f"exited with status {code}" if code > 0 else f"was stopped by signal {-code}"
+    sys.stderr.write(
+        f"ng-traj show: the pager {command!r} {status}; printing here instead "
+        "(set PAGER to a working pager, or pass --no-pager)\n"
+    )
+    sys.stderr.flush()
+    with stdout_errors():
+        write_all(sys.stdout.buffer, data)
+        sys.stdout.buffer.flush()

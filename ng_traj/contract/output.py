@@ -188,8 +188,13 @@ class ExportSummaryLine(_Summary):
     """The completeness report's path (``OUT.completeness.json``)."""
     written: Count
     """Rollouts written."""
+    read: Count
+    """Records read: every rollout listed in ``rollouts`` plus those skipped as invalid."""
+    skipped_invalid: Count
+    """Records (or lines) reading skipped as invalid, an error diagnostic each (not JSON, not a
+    valid trajectory); they have no outcome and are not in ``rollouts``."""
     rollouts: list[ExportedRollout]
-    """Every rollout read, in input order."""
+    """Every rollout read (and not skipped as invalid), in input order."""
 
 
 class ReportSummaryLine(_Summary):

@@ -93,7 +93,16 @@ class Outcome:
 
 @dataclass(slots=True)
 class Exported:
+    """The outcomes of an export, in input order, and how many records (or lines) reading skipped
+    as invalid (an error diagnostic each: not JSON, not a valid trajectory); ``read`` counts both."""
+
     outcomes: list[Outcome] = field(default_factory=list)
+    skipped: int = 0
+
+    @property
+    def read(self) -> int:
+        """Records read: those with an outcome plus those skipped as invalid."""
+        return len(self.outcomes) + self.skipped
 
     @property
     def written(self) -> int:
@@ -190,11 +199,27 @@ def _reported_outputs(report: Path) -> frozenset[str]:
     )
 
 
-def rollouts(request: ExportRequest, sink: DiagnosticSink, redact: Callable[[Any], Any] | None) -> Iterable[Rollout]:
-    """The inputs' trajectories as :class:`Rollout` s, redacted when ``redact`` is given."""
+def rollouts(
+    request: ExportRequest,
+    sink: DiagnosticSink,
+    redact: Callable[[Any], Any] | None,
+    on_skip: Callable[[], None] | None = None,
+) -> Iterable[Rollout]:
+    """The inputs' trajectories as :class:`Rollout` s, redacted when ``redact`` is given.
+
+    ``on_skip`` is called once per record or line that reading skipped as invalid: each error
+    diagnostic of reading that names a line (a file or dataset refused whole names none).
+    """
     kwargs = {"max_line_bytes": request.max_line_bytes} if request.max_line_bytes else {}
     outputs = [request.output, report_path(request.output)]
-    for read in read_inputs(request.inputs, sink, outputs=outputs, **kwargs):
+
+    def counted(diagnostic: Diagnostic) -> None:
+        if on_skip is not None and diagnostic.severity == "error" and diagnostic.line is not None:
+            on_skip()
+        sink.add(diagnostic)
+
+    reading = DiagnosticSink(emit=counted) if on_skip is not None else sink
+    for read in read_inputs(request.inputs, reading, outputs=outputs, **kwargs):
         value = redact(read.value) if redact else read.value
         agent_ref = (read.row or {}).get("agent_ref") if read.row else None
         yield Rollout(
@@ -252,6 +277,9 @@ def export(
 
     result = Exported()
 
+    def skip() -> None:
+        result.skipped += 1
+
     def one(rollout: Rollout) -> tuple[Outcome, bytes | None]:
         report = Completeness()
         if request.strict:
@@ -286,7 +314,7 @@ def export(
     with contextlib.suppress(AbortWrite), atomic_file(report_path(request.output)) as report:
         if request.format == "otlp" and not request.split:
             with atomic_file(request.output) as handle:
-                _to_file(request, sink, redact, on_rollout, one, handle, result)
+                _to_file(request, sink, redact, on_rollout, one, handle, result, skip)
                 if not result.written:
                     raise AbortWrite  # nothing exported: an earlier export at the output stays as it was
                 _write_report(report, request, result)
@@ -297,7 +325,7 @@ def export(
             check = lambda path: check_folder(path, suffix)  # noqa: E731
             with atomic_directory(request.output, check=check) as folder:
                 names = _Names(folder, suffix)
-                for rollout in rollouts(request, sink, redact):
+                for rollout in rollouts(request, sink, redact, skip):
                     outcome, data = one(rollout)
                     if data is not None:
                         names.place(outcome).write_bytes(data)
@@ -339,9 +367,10 @@ def _to_file(
     one: Callable[[Rollout], tuple[Outcome, bytes | None]],
     handle: BinaryIO,
     result: Exported,
+    on_skip: Callable[[], None],
 ) -> None:
     line = 0
-    for rollout in rollouts(request, sink, redact):
+    for rollout in rollouts(request, sink, redact, on_skip):
         outcome, data = one(rollout)
         if data is not None:
             handle.write(data)

@@ -54,12 +54,15 @@ def entry(read: ReadRecord) -> Entry:
     )
 
 
-def matches(read: ReadRecord, rollout: str | None, run: str | None, agent: str | None) -> bool:
-    """Whether ``read`` is rollout ``rollout`` (any when ``None``) of ``run`` and ``agent`` (any when ``None``)."""
+def matches(read: ReadRecord, rollout: str | None, run: str | None, agent: str | None, line: int | None = None) -> bool:
+    """Whether ``read`` is rollout ``rollout`` of ``run`` and ``agent`` at ``line`` (its position:
+    the line of a JSONL file, 1-based, or the trajectory's position in a dataset); each ``None``
+    matches any."""
     return (
         (rollout is None or read.value["rollout_id"] == rollout)
         and (run is None or read.run == run)
         and (agent is None or read.agent == agent)
+        and (line is None or read.position == line)
     )
 
 
@@ -67,17 +70,20 @@ def _candidate(item: Entry) -> str:
     return f"{item.where()} (run {item.run or '?'}, agent {item.agent or '?'})"
 
 
-def pick(reads: Iterable[ReadRecord], rollout: str, run: str | None, agent: str | None) -> ReadRecord:
-    """The one record that is ``rollout`` of ``run`` and ``agent``.
+def pick(
+    reads: Iterable[ReadRecord], rollout: str, run: str | None, agent: str | None, line: int | None = None
+) -> ReadRecord:
+    """The one record that is ``rollout`` of ``run`` and ``agent`` at ``line`` (:func:`matches`).
 
     Raises:
         RunError: None matches (the message says which ids exist, or which runs and agents do), or
-            several do (the message lists each with its run and agent, and the option that picks it).
+            several do (the message lists each with its place, run and agent, and the option that
+            picks it).
     """
     found: list[ReadRecord] = []
     others: list[Entry] = []
     for read in reads:
-        if matches(read, rollout, run, agent):
+        if matches(read, rollout, run, agent, line):
             found.append(read)
         elif read.value["rollout_id"] == rollout:
             others.append(entry(read))
@@ -86,7 +92,8 @@ def pick(reads: Iterable[ReadRecord], rollout: str, run: str | None, agent: str 
     if not found:
         if others:
             listed = "; ".join(_candidate(item) for item in others[:20])
-            raise RunError(f"rollout {rollout!r} exists, but not for the --run/--agent given: {listed}")
+            given = "--run/--agent/--line" if line is not None else "--run/--agent"
+            raise RunError(f"rollout {rollout!r} exists, but not for the {given} given: {listed}")
         raise RunError(f"no rollout {rollout!r} in the input (ng-traj show INPUT lists the rollouts)")
     items = [entry(read) for read in found]
     listed = "; ".join(_candidate(item) for item in items[:20])
@@ -96,8 +103,8 @@ def pick(reads: Iterable[ReadRecord], rollout: str, run: str | None, agent: str 
 
 
 def _hint(items: list[Entry]) -> str:
-    """What tells the colliding ``items`` apart: ``--run``, ``--agent``, both, naming one of their
-    files, or nothing (the records of one file that share a run and agent too)."""
+    """What tells the colliding ``items`` apart: ``--run``, ``--agent``, both, their lines in one
+    file (``--line``), or naming one of their files."""
     runs = {item.run for item in items}
     agents = {item.agent for item in items}
     if len(runs) == len(items) and None not in runs:
@@ -109,19 +116,20 @@ def _hint(items: list[Entry]) -> str:
     sources = {item.source for item in items}
     if len(sources) == 1:
         return (
-            f"the id repeats within {next(iter(sources))}, and nothing in it tells these records apart "
-            "(no run or agent of their own): keep one of them in a copy of the file and show that "
-            "(ng-traj build writes each rollout id once)"
+            f"the id repeats within {next(iter(sources))}, and no run or agent of their own tells these "
+            f"records apart: pick one by its line with --line N (N as in {next(iter(sources))}:N above)"
         )
     if None in runs and None in agents:
-        return "the input does not say which run or agent each came from: name one file"
-    return "pick one with --run and --agent, or name one file"
+        return "the input does not say which run or agent each came from: name one file, and --line N in it"
+    return "pick one with --run and --agent, or name one file (and --line N in it)"
 
 
-def listing(reads: Iterable[ReadRecord], run: str | None, agent: str | None) -> Iterator[Entry]:
-    """The entries of the records of ``run`` and ``agent`` (each when ``None``), in input order."""
+def listing(
+    reads: Iterable[ReadRecord], run: str | None, agent: str | None, line: int | None = None
+) -> Iterator[Entry]:
+    """The entries of the records of ``run`` and ``agent`` at ``line`` (each any when ``None``), in input order."""
     for read in reads:
-        if matches(read, None, run, agent):
+        if matches(read, None, run, agent, line):
             yield entry(read)
 
 

@@ -19,6 +19,7 @@ from rich.tree import Tree
 
 from ng_traj.diagnostics import plural, printable
 from ng_traj.views.pick import Entry
+from ng_traj.views.tree import walk
 
 STATUS_STYLES = {
     "completed": "green",
@@ -59,10 +60,14 @@ def _reward(value: float | None) -> str:
 
 
 def rollout_list(entries: Iterable[Entry]) -> Table:
-    """A table of rollouts: id, task, run, agent, reward, calls, tools, gaps, where."""
+    """A table of rollouts: id, task, run, agent, reward, model calls, function calls (tool-call
+    records plus the conversation's function calls without one: :func:`tree.tool_call_count`), gaps,
+    where."""
     grid = Table(title="Rollouts (ng-traj show INPUT ROLLOUT shows one)", title_justify="left")
-    for name in ("rollout", "task", "run", "agent", "reward", "model calls", "tool calls", "gaps", "where"):
-        grid.add_column(name, justify="right" if name in ("reward", "model calls", "tool calls", "gaps") else "left")
+    for name in ("rollout", "task", "run", "agent", "reward", "model calls", "function calls", "gaps", "where"):
+        grid.add_column(
+            name, justify="right" if name in ("reward", "model calls", "function calls", "gaps") else "left"
+        )
     for item in entries:
         grid.add_row(
             _shown(item.rollout_id),
@@ -202,11 +207,16 @@ def _header(view: Mapping[str, Any], about: Mapping[str, Any]) -> Text:
     text.append(f"\nfrom {about['where']}", style="dim")
     text.append(
         f"\n{plural(totals['invocations'], 'invocation')}, {plural(totals['turns'], 'turn')}, "
-        f"{plural(totals['model_calls'], 'model call')}, {plural(totals['tool_calls'], 'tool call')}, "
-        f"{_count(totals['total_tokens'])} tokens, "
+        f"{plural(totals['model_calls'], 'model call')}, {plural(totals['tool_calls'], 'function call')} "
+        f"({_recorded(view)} with a tool-call record), {_count(totals['total_tokens'])} tokens, "
         f"{'unknown' if totals['latency_ms'] is None else _ms(totals['latency_ms'])} model latency"
     )
     return text
+
+
+def _recorded(view: Mapping[str, Any]) -> int:
+    """How many of the view's function calls have a tool-call record (the build summary's count)."""
+    return sum(tool["recorded"] for _, node in walk(view["tree"]) for tool in node["tool_calls"])
 
 
 def render_rollout(view: Mapping[str, Any], about: Mapping[str, Any], console: Console) -> None:
