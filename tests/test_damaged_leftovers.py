@@ -52,6 +52,33 @@ def test_a_sharegpt_turn_whose_from_is_no_role_is_reported_and_counted(tmp_path,
     assert [i["role"] for i in conversation if i["type"] == "message"][:2] == ["system", "assistant"]
 
 
+def test_a_sharegpt_turn_without_from_costs_only_that_turn(tmp_path):
+    lines = SHAREGPT.read_bytes().splitlines()
+    value = orjson.loads(lines[1])
+    del value["conversations"][1]["from"]
+    path = tmp_path / "trajectory_samples.jsonl"
+    path.write_bytes(orjson.dumps(value) + b"\n" + lines[0] + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert not _of(result, "hermes_record_invalid")
+    why = "a turn without from; the turn is passed over"
+    assert _of(result, "hermes_turn_invalid") == [("warning", 1, "conversations.1", why)]
+    first = next(r for r in _records(tmp_path / "out.jsonl") if r["rollout_id"].endswith(":1"))
+    conversation = first["invocations"][0]["conversation"]
+    assert [i["role"] for i in conversation if i["type"] == "message"][:2] == ["system", "assistant"]
+
+
+def test_a_sharegpt_line_with_no_turn_that_can_be_read_is_still_rejected(tmp_path):
+    lines = SHAREGPT.read_bytes().splitlines()
+    bad = {"conversations": [{"value": "hi"}, {"from": ["gpt"], "value": "x"}]}
+    path = tmp_path / "trajectory_samples.jsonl"
+    path.write_bytes(lines[0] + b"\n" + orjson.dumps(bad) + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert [(d["severity"], d["line"]) for d in result.diagnostics if d["code"] == "hermes_record_invalid"] == [
+        ("error", 2)
+    ]
+
+
 # --- rollout rows --------------------------------------------------------------------------------
 
 
