@@ -26,6 +26,7 @@ VALIDATE_CODES: dict[str, str] = {
     "nul_byte": "the line contains a raw NUL byte",
     "invalid_utf8": "the line is not valid UTF-8",
     "lone_surrogate": "a string held a lone UTF-16 surrogate escape; replaced by U+FFFD, record kept",
+    "json_nonfinite_number": "the line held bare NaN, Infinity or -Infinity (not JSON); read as null, record kept",
     "line_too_long": "the line exceeds the line-size limit and was skipped without being read whole",
     "not_an_object": "the line is JSON but not an object",
     "empty_input": "a file with no records (nothing but blank lines); in validate, nothing was validated (exit 1); in build, an empty capture file",

@@ -7,12 +7,14 @@ line carries its 1-based number and the byte offset of its first byte (in a comp
 decompressed text). Blank lines are skipped silently, as NeMo Gym's capture reader does.
 
 Decoding: ``orjson`` first; a line it rejects is retried with the standard
-library parser, and kept only when the sole problem was a lone UTF-16 surrogate escape, which becomes
-U+FFFD with a ``lone_surrogate`` warning. Everything else is one error diagnostic and the line is
-skipped: ``nul_byte``, ``invalid_utf8``, ``truncated_line`` (an unterminated, unparseable last line),
-``invalid_json``, ``line_too_long`` (longer than ``max_line_bytes``; read past in 1 MiB steps without
-holding it) and, for object readers, ``not_an_object``. ``NaN`` and ``Infinity`` are not JSON and
-are rejected.
+library parser, and kept only when the sole problems were lone UTF-16 surrogate escapes, which become
+U+FFFD with a ``lone_surrogate`` warning, or the bare tokens ``NaN``, ``Infinity`` and ``-Infinity``
+(not JSON, but what Python's ``json.dumps`` writes by default), which are read as ``null`` with one
+``json_nonfinite_number`` warning for the line (the same tokens inside strings are text and are left
+alone). Everything else is one error diagnostic and the line is skipped: ``nul_byte``,
+``invalid_utf8``, ``truncated_line`` (an unterminated, unparseable last line), ``invalid_json``,
+``line_too_long`` (longer than ``max_line_bytes``; read past in 1 MiB steps without holding it) and,
+for object readers, ``not_an_object``.
 """
 
 from __future__ import annotations
@@ -106,32 +108,49 @@ def json_text(value: Any, *, sort_keys: bool = False) -> str:
         return deep_dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+class _NonFinite:
+    """Stands for a bare ``NaN``, ``Infinity`` or ``-Infinity`` token while a rejected line is re-read;
+    :func:`_repair` turns it into ``None``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
-def _replace_surrogates(value: Any) -> tuple[Any, int]:
-    """Return ``value`` with lone surrogates replaced by U+FFFD, and how many strings changed."""
+def _repair(value: Any, names: set[str]) -> tuple[Any, int, int]:
+    """Return ``value`` with lone surrogates replaced by U+FFFD and non-finite tokens
+    (:class:`_NonFinite`) by ``None``, how many strings changed and how many tokens were replaced (their
+    names added to ``names``).
+
+    Raises:
+        RecursionError: ``value`` is nested deeper than the Python recursion limit allows.
+    """
     if isinstance(value, str):
-        return (_surrogate_fix(value), 1) if _has_surrogate(value) else (value, 0)
+        return (_surrogate_fix(value), 1, 0) if _has_surrogate(value) else (value, 0, 0)
+    if isinstance(value, _NonFinite):
+        names.add(value.name)
+        return None, 0, 1
     if isinstance(value, list):
-        changed = 0
+        changed = replaced = 0
         items = []
         for item in value:
-            fixed, count = _replace_surrogates(item)
+            fixed, count, tokens = _repair(item, names)
             items.append(fixed)
             changed += count
-        return items, changed
+            replaced += tokens
+        return items, changed, replaced
     if isinstance(value, dict):
-        changed = 0
+        changed = replaced = 0
         result = {}
         for key, item in value.items():
-            fixed_key, key_count = _replace_surrogates(key)
-            fixed, count = _replace_surrogates(item)
+            fixed_key, key_count, _ = _repair(key, names)
+            fixed, count, tokens = _repair(item, names)
             result[fixed_key] = fixed
             changed += key_count + count
-        return result, changed
-    return value, 0
+            replaced += tokens
+        return result, changed, replaced
+    return value, 0, 0
 
 
 def _has_surrogate(text: str) -> bool:
@@ -175,22 +194,32 @@ def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tup
     except UnicodeDecodeError as exc:
         return None, _problem(where, "error", "invalid_utf8", f"invalid UTF-8 at column {exc.start + 1}")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_NonFinite)
     except (ValueError, RecursionError):
         code = "truncated_line" if at_eof else "invalid_json"
         return None, _problem(where, "error", code, _position(reason))
+    names: set[str] = set()
     try:
-        fixed, changed = _replace_surrogates(value)
+        fixed, changed, replaced = _repair(value, names)
     except RecursionError:
         # From Python 3.12 the standard library decodes nesting deeper than orjson's limit of 1024
-        # levels (its C recursion is no longer bounded by the Python recursion limit); the walk for
-        # lone surrogates, a Python recursion, cannot follow. Such a line is as invalid as orjson said.
-        changed = 0
-    if not changed:
+        # levels (its C recursion is no longer bounded by the Python recursion limit); the repair
+        # walk, a Python recursion, cannot follow. Such a line is as invalid as orjson said.
+        changed = replaced = 0
+    if not changed and not replaced:
         return None, _problem(where, "error", "invalid_json", _position(reason))
-    return fixed, _problem(
-        where, "warning", "lone_surrogate", f"{plural(changed, 'string')} held lone surrogates; replaced by U+FFFD"
-    )
+    surrogates = f"{plural(changed, 'string')} held lone surrogates; replaced by U+FFFD"
+    if not replaced:
+        return fixed, _problem(where, "warning", "lone_surrogate", surrogates)
+    tokens = ", ".join(name for name in ("NaN", "Infinity", "-Infinity") if name in names)
+    message = f"{plural(replaced, 'non-finite number')} ({tokens}; not JSON) read as null"
+    if changed:
+        message += f"; {surrogates}"
+    return fixed, _problem(where, "warning", NONFINITE, message)
+
+
+NONFINITE = "json_nonfinite_number"
+"""The code of a line whose bare ``NaN``, ``Infinity`` or ``-Infinity`` tokens were read as ``null``."""
 
 
 def iter_json_lines(
