@@ -66,7 +66,8 @@ BUILD_CODES: dict[str, str] = {
     "input_ambiguous": "several readers claim the input; skipped",
     "forced_kind_mismatch": "--as or a manifest kind forces a kind the file does not look like",
     "input_unsupported": "a recognised format ng-traj does not read yet, or ng-traj's own output; skipped",
-    "task_input_rows": "rows with no response, reward or attachment: task inputs, not rollouts",
+    "task_input_rows": "rows with responses_create_params but no response, reward or attachment: task inputs, not rollouts",
+    "rollout_row_unrecognised": "a row of a rollouts file with none of a rollout's keys and no responses_create_params: neither a rollout nor a task input; skipped",
     "rollout_identity_unavailable": "a rollout row without identity keys, or with malformed ones; identified by file and line",
     "rollout_item_invalid": "items of a row's request input or response output that are not conversation items; left out of the fallback conversation",
     "row_value_invalid": "a rollout row key ng-traj reads as an object (ng_trajectory, ng_model_call_capture, ...) holding another JSON type; not read",
@@ -154,6 +155,7 @@ LINE_SKIP_CODES = (
     "line_too_long",
     "not_an_object",
     "capture_record_invalid",
+    "rollout_row_unrecognised",
     "compressed_stream_invalid",
 )
 """Codes of diagnostics that mean an input line was skipped."""

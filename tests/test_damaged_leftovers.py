@@ -91,6 +91,26 @@ def _rows(tmp_path: Path, *rows: dict) -> Path:
     return path
 
 
+def test_a_row_with_neither_rollout_nor_task_input_keys_is_reported_as_such(tmp_path):
+    path = _rows(tmp_path, {}, {"note": "x"}, ROW, {"responses_create_params": {"input": "hi"}})
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0
+    unrecognised = _of(result, "rollout_row_unrecognised")
+    assert [(severity, line) for severity, line, _, _ in unrecognised] == [("warning", 1), ("warning", 2)]
+    assert unrecognised[0][3].startswith("not a rollout row nor a task input (none of response, reward,")
+    assert unrecognised[0][3].endswith("; no keys); skipped")
+    assert unrecognised[1][3].endswith("; its keys: 'note'); skipped")
+    assert [d["message"] for d in result.diagnostics if d["code"] == "task_input_rows"] == [
+        "1 row is a task input (no response, reward or attachment): not rollouts, not built"
+    ]
+    assert result.summary["task_input_rows"] == 1 and result.summary["lines_skipped"] == 2
+    levels = [d["severity"] for d in result.diagnostics]
+    counts = result.summary["diagnostics"]
+    assert [counts[k] for k in ("errors", "warnings", "infos")] == [
+        levels.count(k) for k in ("error", "warning", "info")
+    ]
+
+
 @pytest.mark.parametrize(
     ("key", "value", "kind"),
     [

@@ -37,7 +37,11 @@ ROLLOUT_MARKERS = (
     "judge_evaluations",
     "judge_response",
 )
-"""A row with any of these keys is a rollout; one with none of them is a task input row."""
+"""A row with any of these keys is a rollout; one with none of them is a task input row when it has
+:data:`TASK_INPUT_KEY`, else no row of a rollouts file at all (:func:`row_kind`)."""
+
+TASK_INPUT_KEY = "responses_create_params"
+"""The key of a materialized task input row (NeMo Gym's input to a rollout)."""
 
 
 class IdentityError(ValueError):
@@ -65,6 +69,26 @@ class Identity:
 def is_rollout_row(row: dict[str, Any]) -> bool:
     """True for a rollout record, False for a task input row (no response, reward or attachment)."""
     return any(key in row for key in ROLLOUT_MARKERS)
+
+
+def row_kind(row: dict[str, Any]) -> str:
+    """``"rollout"`` for a rollout record (:func:`is_rollout_row`), ``"task_input"`` for a task input
+    row (:data:`TASK_INPUT_KEY` without a rollout key), ``"other"`` for an object with neither (``{}``,
+    a stray record): not a row of a rollouts file."""
+    if is_rollout_row(row):
+        return "rollout"
+    return "task_input" if TASK_INPUT_KEY in row else "other"
+
+
+def not_a_rollout_row_message(row: dict[str, Any]) -> str:
+    """The ``rollout_row_unrecognised`` message of a row :func:`row_kind` calls ``"other"``."""
+    keys = ", ".join((*ROLLOUT_MARKERS, TASK_INPUT_KEY))
+    held = (
+        f"its keys: {', '.join(quoted(key) for key in list(row)[:5])}{', …' if len(row) > 5 else ''}"
+        if row
+        else "no keys"
+    )
+    return f"not a rollout row nor a task input (none of {keys}; {held}); skipped"
 
 
 def rollout_id(row: dict[str, Any]) -> str | None:
