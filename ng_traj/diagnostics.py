@@ -70,7 +70,7 @@ BUILD_CODES: dict[str, str] = {
     "rollout_row_unrecognised": "a row of a rollouts file with none of a rollout's keys and no responses_create_params: neither a rollout nor a task input; skipped",
     "rollout_identity_unavailable": "a rollout row without identity keys, or with malformed ones; identified by file and line",
     "rollout_item_invalid": "items of a row's request input or response output that are not conversation items; left out of the fallback conversation",
-    "row_value_invalid": "a rollout row key ng-traj reads as an object (ng_trajectory, ng_model_call_capture, ...) holding another JSON type; not read",
+    "row_value_invalid": "a rollout row key ng-traj reads as an object (ng_trajectory, ng_model_call_capture, ...) holding another JSON type, or a reward that is not a number; not read",
     "capture_record_invalid": "a capture line that does not build a model-call record or has none of its keys",
     "capture_call_invalid": "a call in a row's ng_model_call_capture that is not an object or breaks the contract; left out",
     "capture_duplicate_conflict": "two stores hold different lines with the same model_call_id",

@@ -112,6 +112,26 @@ def test_a_row_with_neither_rollout_nor_task_input_keys_is_reported_as_such(tmp_
 
 
 @pytest.mark.parametrize(
+    ("reward", "why"),
+    [
+        ("1.0", "reward is JSON string ('1.0'), expected a number; not read, the rollout has no reward"),
+        (True, "reward is JSON boolean (True), expected a number; not read, the rollout has no reward"),
+        ([1], "reward is JSON array ([1]), expected a number; not read, the rollout has no reward"),
+    ],
+    ids=["string", "boolean", "array"],
+)
+def test_a_reward_that_is_not_a_number_is_reported_and_the_row_kept(tmp_path, reward, why):
+    path = _rows(tmp_path, {**ROW, "_ng_task_index": 1}, {**ROW, "reward": reward}, {**ROW, "_ng_task_index": 4})
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0
+    assert _of(result, "row_value_invalid") == [("warning", 2, "reward", why)]
+    assert [r["rollout_id"] for r in _records(tmp_path / "out.jsonl")] == ["1-0", "3-0", "4-0"]
+    attached = tmp_path / "attached.jsonl"
+    assert run_cli("build", path, "--attach", "-o", attached, "-q").exit_code == 0
+    assert [row["reward"] for row in _records(attached)] == [1.0, reward, 1.0]  # kept as written
+
+
+@pytest.mark.parametrize(
     ("key", "value", "kind"),
     [
         ("ng_trajectory", [1, 2], "array"),

@@ -43,6 +43,7 @@ from ng_traj.sources.rollouts.rows import (
     not_a_rollout_row_message,
     object_key_problems,
     recorded_run_ids,
+    reward_problem,
     row_kind,
     task_from_rollout_id,
 )
@@ -171,7 +172,8 @@ def _index_row(file: RolloutFile, line: JsonLine, rows: list[_Row], sink: Diagno
                 offset=line.offset,
             )
         )
-    for key, why in object_key_problems(line.value):
+    reward = reward_problem(line.value)
+    for key, why in [*object_key_problems(line.value), *([("reward", reward)] if reward else [])]:
         where = {"path": str(file.path), "line": line.line, "offset": line.offset, "pointer": key}
         sink.add(Diagnostic("warning", "row_value_invalid", why, **where))
     rows.append(_Row(ident, file, line.line, line.offset, line.size, recorded_run_ids(line.value)))

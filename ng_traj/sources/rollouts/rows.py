@@ -195,6 +195,23 @@ def object_key_problems(row: dict[str, Any]) -> list[tuple[str, str]]:
     return problems
 
 
+def reward_problem(row: dict[str, Any]) -> str | None:
+    """Why the row's ``reward`` is not read, or ``None`` (a finite number, or absent or null).
+
+    NeMo Gym's verify response declares ``reward: float`` and its collector writes the number; a
+    string (``"1.0"``), a boolean, a list or an object is not a reward and is not coerced: the
+    rollout is built without one (``show`` prints ``—``). A number too large to be finite is not one
+    either.
+    """
+    value = row.get("reward")
+    if value is None or (type(value) in (int, float) and abs(value) < 1e308):
+        return None
+    if type(value) in (int, float):
+        return f"reward {quoted(value)} is not a finite number; not read"
+    kind = JSON_TYPES.get(type(value), type(value).__name__)
+    return f"reward is JSON {kind} ({quoted(value)}), expected a number; not read, the rollout has no reward"
+
+
 def recorded_run_ids(row: dict[str, Any]) -> tuple[str, ...]:
     """Run ids a row records for its retained native artifacts (PinchBench ``raw_rollout.run_id``)."""
     raw = row.get("raw_rollout")
