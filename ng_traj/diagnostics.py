@@ -24,6 +24,7 @@ VALIDATE_CODES: dict[str, str] = {
     "truncated_line": "the last line of the file ends without a newline and is not valid JSON",
     "compressed_stream_invalid": "a gzip or Zstandard input whose stream is cut short or corrupt: the lines before the damage are kept",
     "nul_byte": "the line contains a raw NUL byte",
+    "utf16_input": "the file looks UTF-16 (byte-order mark FF FE or FE FF, or a NUL every other byte): inputs must be UTF-8; one error for the file, nothing read",
     "invalid_utf8": "the line is not valid UTF-8",
     "lone_surrogate": "a string held a lone UTF-16 surrogate escape; replaced by U+FFFD, record kept",
     "json_nonfinite_number": "the line held bare NaN, Infinity or -Infinity (not JSON); read as null, record kept",

@@ -158,3 +158,47 @@ def test_a_capture_line_with_nan_keeps_its_model_call(tmp_path):
     calls = [c["model_call_id"] for r in map(orjson.loads, out.read_bytes().splitlines()) for c in r["model_calls"]]
     assert "00000000000000000000000000000015" in calls
     assert len(calls) == 17  # as many as from the fixture itself
+
+
+@pytest.mark.parametrize(
+    ("codec", "encoding", "why"),
+    [
+        ("utf-16", "UTF-16LE", "byte-order mark FF FE"),
+        ("utf-16-le", "UTF-16LE", "a NUL byte every other byte"),
+        ("utf-16-be", "UTF-16BE", "a NUL byte every other byte"),
+    ],
+)
+def test_a_utf16_file_is_one_error(tmp_path, codec, encoding, why):
+    path = tmp_path / "rollouts.jsonl"
+    text = "".join(
+        f'{{"_ng_task_index": {n}, "_ng_rollout_index": 0, "reward": 1.0, "response": {{}}}}\n' for n in range(5)
+    )
+    data = text.encode(codec)
+    if codec == "utf-16-be":
+        data = b"\xfe\xff" + data  # a big-endian byte-order mark, named in the message
+        why = "byte-order mark FE FF"
+    path.write_bytes(data)
+    (line,) = iter_json_lines(path)
+    assert (line.line, line.problem.code, line.ok) == (1, "utf16_input", False)
+    assert line.problem.message.startswith(f"the file looks {encoding} ({why}): inputs must be UTF-8")
+    for command in ("build", "validate"):
+        result = run_cli(command, path, *(("-o", tmp_path / "out.jsonl") if command == "build" else ()))
+        assert result.stderr.count("utf16_input") == 1, result.stderr
+        assert "nul_byte" not in result.stderr and "no line is JSON" not in result.stderr
+
+
+def test_a_utf16_file_without_a_byte_order_mark_is_told_by_its_nul_bytes(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes('{"a": 1}\n{"a": 2}\n'.encode("utf-16-le"))
+    (line,) = iter_json_lines(path)
+    assert line.problem.message == (
+        "the file looks UTF-16LE (a NUL byte every other byte): inputs must be UTF-8 "
+        "(iconv -f UTF-16LE -t UTF-8 converts it); not read"
+    )
+
+
+def test_a_nul_byte_in_a_utf8_first_line_is_still_a_nul_byte(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b'{"a": "x\x00y"}\n{"a": 2}\n')
+    first, second = iter_json_lines(path)
+    assert first.problem.code == "nul_byte" and second.value == {"a": 2}

@@ -14,7 +14,8 @@ U+FFFD with a ``lone_surrogate`` warning, or the bare tokens ``NaN``, ``Infinity
 alone). Everything else is one error diagnostic and the line is skipped: ``nul_byte``,
 ``invalid_utf8``, ``truncated_line`` (an unterminated, unparseable last line), ``invalid_json``,
 ``line_too_long`` (longer than ``max_line_bytes``; read past in 1 MiB steps without holding it) and,
-for object readers, ``not_an_object``.
+for object readers, ``not_an_object``. A file whose first line looks UTF-16 (:func:`utf16_encoding`)
+is one ``utf16_input`` error, and nothing more of it is read.
 """
 
 from __future__ import annotations
@@ -42,6 +43,10 @@ MAX_LINE_BYTES_LIMIT = 1 << 40
 _SKIP_STEP = 1 << 20
 BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte-order mark at the start of a file is not part of its first record."""
+UTF16_CODE = "utf16_input"
+"""The code of a file that looks UTF-16 (inputs are UTF-8): one error for the file, nothing read."""
+_UTF16_PROBE = 64
+"""Bytes of a file's start :func:`utf16_encoding` looks at."""
 READ_BUFFER = 1 << 20
 """Read buffer of a JSONL file: long lines (growing request histories) are read in few system calls."""
 
@@ -222,10 +227,52 @@ NONFINITE = "json_nonfinite_number"
 """The code of a line whose bare ``NaN``, ``Infinity`` or ``-Infinity`` tokens were read as ``null``."""
 
 
+def utf16_encoding(head: bytes) -> str | None:
+    """``"UTF-16LE"`` or ``"UTF-16BE"`` when the start of a file, ``head``, looks UTF-16 (a byte-order
+    mark ``FF FE`` or ``FE FF``, which UTF-8 text never starts with, or a NUL every other byte of its
+    first 64 bytes, at least 4 of them, which JSON text in UTF-8 never holds); else ``None``."""
+    if head.startswith(b"\xff\xfe"):
+        return "UTF-16LE"
+    if head.startswith(b"\xfe\xff"):
+        return "UTF-16BE"
+    probe = head[:_UTF16_PROBE]
+    if len(probe) < 4 or (probe[0] and probe[1]):
+        return None
+    even, odd = probe[0::2], probe[1::2]
+    if not odd.strip(b"\x00") and all(even):
+        return "UTF-16LE"
+    if not even.strip(b"\x00") and all(odd):
+        return "UTF-16BE"
+    return None
+
+
+def utf16_message(encoding: str, head: bytes) -> str:
+    """The ``utf16_input`` message for a file :func:`utf16_encoding` says is ``encoding``."""
+    bom = head[:2].hex(" ").upper() if head[:2] in (b"\xff\xfe", b"\xfe\xff") else None
+    why = f"byte-order mark {bom}" if bom else "a NUL byte every other byte"
+    source = "UTF-16" if bom else encoding
+    return f"the file looks {encoding} ({why}): inputs must be UTF-8 (iconv -f {source} -t UTF-8 converts it); not read"
+
+
+def file_utf16(path: str | Path) -> str | None:
+    """The ``utf16_input`` message when the file at ``path`` (decompressed) looks UTF-16, else ``None``;
+    ``None`` too when it cannot be read."""
+    try:
+        with open_input(path) as handle:
+            head = handle.read(_UTF16_PROBE)
+    except (OSError, CompressedStreamError):
+        return None
+    encoding = utf16_encoding(head)
+    return utf16_message(encoding, head) if encoding else None
+
+
 def iter_json_lines(
     path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, copy: BinaryIO | None = None
 ) -> Iterator[JsonLine]:
     """Yield every non-blank line of ``path`` with its decoded value or its problem.
+
+    A file that looks UTF-16 (:func:`utf16_encoding`, judged by its first line) yields one
+    ``utf16_input`` error at line 1 and nothing else, not one error per line.
 
     A gzip or Zstandard file is read decompressed (``io/compression.py``): line numbers, offsets and
     sizes are those of its text. A stream cut short or corrupt ends the file with one
@@ -280,6 +327,10 @@ def _lines(
             yield JsonLine(name, number, start, size, None, problem)
             continue
         position[0] += len(chunk)
+        if number == 1 and (encoding := utf16_encoding(chunk)) is not None:
+            problem = _problem((name, 1, 0), "error", UTF16_CODE, utf16_message(encoding, chunk))
+            yield JsonLine(name, 1, 0, len(chunk), None, problem)
+            return
         body = chunk.removeprefix(BOM) if number == 1 else chunk
         if not body or body.isspace():
             continue
