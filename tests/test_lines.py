@@ -202,3 +202,10 @@ def test_a_nul_byte_in_a_utf8_first_line_is_still_a_nul_byte(tmp_path):
     path.write_bytes(b'{"a": "x\x00y"}\n{"a": 2}\n')
     first, second = iter_json_lines(path)
     assert first.problem.code == "nul_byte" and second.value == {"a": 2}
+
+
+def test_bytes_that_only_start_like_a_utf16_mark_are_invalid_utf8(tmp_path):
+    path = tmp_path / "a.jsonl"
+    path.write_bytes(b"\xff\xfe not json\n")
+    (line,) = iter_json_lines(path)
+    assert line.problem.code == "invalid_utf8"

@@ -229,11 +229,13 @@ NONFINITE = "json_nonfinite_number"
 
 def utf16_encoding(head: bytes) -> str | None:
     """``"UTF-16LE"`` or ``"UTF-16BE"`` when the start of a file, ``head``, looks UTF-16 (a byte-order
-    mark ``FF FE`` or ``FE FF``, which UTF-8 text never starts with, or a NUL every other byte of its
-    first 64 bytes, at least 4 of them, which JSON text in UTF-8 never holds); else ``None``."""
-    if head.startswith(b"\xff\xfe"):
+    mark ``FF FE`` or ``FE FF``, which UTF-8 text never starts with, followed by an ASCII character in
+    that byte order, as JSON starts; or a NUL every other byte of its first 64 bytes, at least 4 of
+    them, which JSON text in UTF-8 never holds); else ``None`` (garbage that merely starts ``FF FE``
+    stays invalid UTF-8)."""
+    if head.startswith(b"\xff\xfe") and len(head) >= 4 and head[2] and not head[3]:
         return "UTF-16LE"
-    if head.startswith(b"\xfe\xff"):
+    if head.startswith(b"\xfe\xff") and len(head) >= 4 and not head[2] and head[3]:
         return "UTF-16BE"
     probe = head[:_UTF16_PROBE]
     if len(probe) < 4 or (probe[0] and probe[1]):
