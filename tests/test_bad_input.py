@@ -479,7 +479,9 @@ def test_a_pi_json_mode_log_without_its_header_is_read(tmp_path):
 
 
 @pytest.mark.parametrize(
-    "damage", [lambda line: line.replace(b'"from"', b'"frum"', 1), lambda line: b"[1, 2]"], ids=["no_from", "array"]
+    "damage",
+    [lambda line: line.replace(b'"from"', b'"frum"', 1).replace(b'"from"', b'"frum"'), lambda line: b"[1, 2]"],
+    ids=["no_from_in_any_turn", "array"],
 )
 def test_a_damaged_first_sharegpt_line_costs_that_line(tmp_path, damage):
     lines = SHAREGPT.read_bytes().splitlines()
@@ -490,6 +492,17 @@ def test_a_damaged_first_sharegpt_line_costs_that_line(tmp_path, damage):
     built = _records(tmp_path / "out.jsonl")
     assert [r["rollout_id"] for r in built] == [f"{path.name}:{n}" for n in range(2, len(lines) + 1)]
     assert all(r["invocations"][0]["conversation"] for r in built)
+
+
+def test_a_first_sharegpt_line_with_one_turn_without_from_costs_only_that_turn(tmp_path):
+    lines = SHAREGPT.read_bytes().splitlines()
+    path = _with_lines(tmp_path, SHAREGPT, lambda lines: [lines[0].replace(b'"from"', b'"frum"', 1), *lines[1:]])
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert f"{path}:1: warning[hermes_turn_invalid] conversations.0: a turn without from" in result.stderr
+    assert "hermes_record_invalid" not in result.stderr
+    built = _records(tmp_path / "out.jsonl")
+    assert [r["rollout_id"] for r in built] == [f"{path.name}:{n}" for n in range(1, len(lines) + 1)]
 
 
 def test_a_bom_before_the_first_sharegpt_line_keeps_its_conversation(tmp_path):

@@ -620,7 +620,7 @@ def test_attached_rows_of_rollouts_without_a_row_keep_their_identity_when_built_
     ("start", "reported"),
     [
         (b'{"_ng_task_index": 0, "resp\n' * 40, "41 invalid_json"),  # the 40 added and the fixture's own
-        (b'{"type": "output_text", "text": "partial"}\n', "task_input_rows"),  # JSON, but no rollout row
+        (b'{"type": "output_text", "text": "partial"}\n', "rollout_row_unrecognised"),  # JSON, but no row
     ],
     ids=["corrupt_lines", "stray_fragment"],
 )
@@ -632,8 +632,11 @@ def test_lines_at_the_start_of_a_rollouts_file_do_not_hide_it(tmp_path, start, r
     result = run_cli("build", folder, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 0, result.stderr
     corrupt = [line for line in result.stderr.splitlines() if "rollouts.jsonl:" in line and "invalid_json" in line]
-    if reported == "task_input_rows":
-        assert "rollouts.jsonl: info[task_input_rows]: 1 row is a task input" in result.stderr
+    if reported == "rollout_row_unrecognised":
+        assert (
+            "rollouts.jsonl:1: warning[rollout_row_unrecognised]: not a rollout row nor a task input" in result.stderr
+        )
+        assert "task_input_rows" not in result.stderr
     else:
         assert f"{len(corrupt)} invalid_json" == reported
     assert _records(tmp_path / "out.jsonl") == _records(RETAINED_EXPECTED)

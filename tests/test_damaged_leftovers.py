@@ -52,6 +52,33 @@ def test_a_sharegpt_turn_whose_from_is_no_role_is_reported_and_counted(tmp_path,
     assert [i["role"] for i in conversation if i["type"] == "message"][:2] == ["system", "assistant"]
 
 
+def test_a_sharegpt_turn_without_from_costs_only_that_turn(tmp_path):
+    lines = SHAREGPT.read_bytes().splitlines()
+    value = orjson.loads(lines[1])
+    del value["conversations"][1]["from"]
+    path = tmp_path / "trajectory_samples.jsonl"
+    path.write_bytes(orjson.dumps(value) + b"\n" + lines[0] + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert not _of(result, "hermes_record_invalid")
+    why = "a turn without from; the turn is passed over"
+    assert _of(result, "hermes_turn_invalid") == [("warning", 1, "conversations.1", why)]
+    first = next(r for r in _records(tmp_path / "out.jsonl") if r["rollout_id"].endswith(":1"))
+    conversation = first["invocations"][0]["conversation"]
+    assert [i["role"] for i in conversation if i["type"] == "message"][:2] == ["system", "assistant"]
+
+
+def test_a_sharegpt_line_with_no_turn_that_can_be_read_is_still_rejected(tmp_path):
+    lines = SHAREGPT.read_bytes().splitlines()
+    bad = {"conversations": [{"value": "hi"}, {"from": ["gpt"], "value": "x"}]}
+    path = tmp_path / "trajectory_samples.jsonl"
+    path.write_bytes(lines[0] + b"\n" + orjson.dumps(bad) + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert [(d["severity"], d["line"]) for d in result.diagnostics if d["code"] == "hermes_record_invalid"] == [
+        ("error", 2)
+    ]
+
+
 # --- rollout rows --------------------------------------------------------------------------------
 
 
@@ -62,6 +89,46 @@ def _rows(tmp_path: Path, *rows: dict) -> Path:
     path = tmp_path / "rollouts.jsonl"
     path.write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
     return path
+
+
+def test_a_row_with_neither_rollout_nor_task_input_keys_is_reported_as_such(tmp_path):
+    path = _rows(tmp_path, {}, {"note": "x"}, ROW, {"responses_create_params": {"input": "hi"}})
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0
+    unrecognised = _of(result, "rollout_row_unrecognised")
+    assert [(severity, line) for severity, line, _, _ in unrecognised] == [("warning", 1), ("warning", 2)]
+    assert unrecognised[0][3].startswith("not a rollout row nor a task input (none of response, reward,")
+    assert unrecognised[0][3].endswith("; no keys); skipped")
+    assert unrecognised[1][3].endswith("; its keys: 'note'); skipped")
+    assert [d["message"] for d in result.diagnostics if d["code"] == "task_input_rows"] == [
+        "1 row is a task input (no response, reward or attachment): not rollouts, not built"
+    ]
+    assert result.summary["task_input_rows"] == 1 and result.summary["lines_skipped"] == 2
+    levels = [d["severity"] for d in result.diagnostics]
+    counts = result.summary["diagnostics"]
+    assert [counts[k] for k in ("errors", "warnings", "infos")] == [
+        levels.count(k) for k in ("error", "warning", "info")
+    ]
+
+
+@pytest.mark.parametrize(
+    ("reward", "why"),
+    [
+        ("1.0", "reward is JSON string ('1.0'), expected a number; not read, the rollout has no reward"),
+        (True, "reward is JSON boolean (True), expected a number; not read, the rollout has no reward"),
+        ([1], "reward is JSON array ([1]), expected a number; not read, the rollout has no reward"),
+    ],
+    ids=["string", "boolean", "array"],
+)
+def test_a_reward_that_is_not_a_number_is_reported_and_the_row_kept(tmp_path, reward, why):
+    path = _rows(tmp_path, {**ROW, "_ng_task_index": 1}, {**ROW, "reward": reward}, {**ROW, "_ng_task_index": 4})
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0
+    assert _of(result, "row_value_invalid") == [("warning", 2, "reward", why)]
+    assert [r["rollout_id"] for r in _records(tmp_path / "out.jsonl")] == ["1-0", "3-0", "4-0"]
+    attached = tmp_path / "attached.jsonl"
+    assert run_cli("build", path, "--attach", "-o", attached, "-q").exit_code == 0
+    assert [row["reward"] for row in _records(attached)] == [1.0, reward, 1.0]  # kept as written
 
 
 @pytest.mark.parametrize(

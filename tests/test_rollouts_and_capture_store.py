@@ -195,3 +195,42 @@ def test_lines_without_any_capture_key_are_invalid_records(tmp_path):
         (str(path), 2, "capture_record_invalid"),
     ]
     assert "none of the capture keys" in found[0].message
+
+
+def test_rollout_rows_are_no_capture_lines(tmp_path):
+    path = tmp_path / "rollouts.jsonl"
+    row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0, "response": {"id": "resp_1", "output": []}}
+    path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "_ng_task_index": 1}) + "\n")
+    found = []
+    evidence = collect_capture([CaptureFiles(str(tmp_path), "rollouts", str(path))], DiagnosticSink(found.append))
+    assert evidence.calls == [] and evidence.invalid == 2
+    assert [(d.line, d.code, d.severity) for d in found] == [
+        (1, "capture_record_invalid", "error"),
+        (2, "capture_record_invalid", "error"),
+        (None, "capture_file_unrecognised", "error"),
+    ]
+    assert found[0].message.startswith("not a model-call record: a rollout row (_ng_rollout_index, _ng_task_index,")
+    assert found[2].message == (
+        "not a capture file: none of its 2 lines is a capture line (a model-call record); no call read from it"
+    )
+
+
+def test_a_capture_line_with_only_a_response_is_still_read(tmp_path):
+    path = tmp_path / "9-0.capture.jsonl"
+    path.write_text(json.dumps({"response": {"id": "r1", "output": []}}) + "\n")
+    found = []
+    evidence = collect_capture([CaptureFiles(str(tmp_path), "9-0", str(path))], DiagnosticSink(found.append))
+    assert [call.record.response_id for call in evidence.calls] == ["r1"] and found == []
+
+
+def test_forcing_a_rollouts_file_as_capture_reads_no_call_and_says_so(tmp_path):
+    from conftest import FIXTURES, run_json
+
+    rows = (FIXTURES / "build" / "retained_run" / "input" / "rollouts.jsonl").read_bytes().splitlines()[:6]
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(b"\n".join(rows) + b"\n")
+    result = run_json("build", "--as", "capture", path, "-o", tmp_path / "out.jsonl")
+    codes = [d["code"] for d in result.diagnostics]
+    assert codes.count("capture_record_invalid") == 6 and codes.count("capture_file_unrecognised") == 1
+    assert "forced_kind_mismatch" in codes
+    assert result.summary["model_calls"] == 0

@@ -18,7 +18,7 @@ from pathlib import Path
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
 from ng_traj.io.files import check_regular, note_regular, resolved
-from ng_traj.io.lines import STREAM_INVALID, iter_json_lines
+from ng_traj.io.lines import STREAM_INVALID, UTF16_CODE, file_utf16, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import claims, forcible_kinds, walk
 from ng_traj.sources.manifest import ManifestEntry
@@ -337,6 +337,8 @@ def _classify(
         inputs.by_kind["unclaimed"] += 1
         if json_named(file) and not _has_content(file):
             _report(sink, "input_unclaimed", file, "empty (or blank lines only); skipped", directly)
+        elif json_named(file) and first_record(file) is None and (utf16 := file_utf16(file)) is not None:
+            sink.add(Diagnostic("error", UTF16_CODE, utf16, path=str(file)))
         elif json_named(file) and first_record(file) is None:
             _report_broken_stream(file, sink)
             what = "not JSON" if logical_path(file).suffix == ".json" else "no line is JSON"

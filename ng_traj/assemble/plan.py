@@ -42,9 +42,11 @@ from ng_traj.sources.native import NativeUnit, index_units, load_unit
 from ng_traj.sources.rollouts.rows import (
     Identity,
     identity,
-    is_rollout_row,
+    not_a_rollout_row_message,
     object_key_problems,
     recorded_run_ids,
+    reward_problem,
+    row_kind,
     task_from_rollout_id,
 )
 
@@ -144,13 +146,21 @@ def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_by
 
 
 def _index_row(file: RolloutFile, line: JsonLine, rows: list[_Row], sink: DiagnosticSink, stats: PlanStats) -> int:
-    """Add the row of ``line`` to ``rows``; 1 when the line is a task input (not indexed), else 0.
+    """Add the row of ``line`` to ``rows``; 1 when the line is a task input (not indexed), else 0. A
+    line that is neither a rollout nor a task input is reported (``rollout_row_unrecognised``) and
+    skipped.
 
     A row without identity is named by the file's name with any compression suffix dropped, so
     compressing a retained run changes no rollout id.
     """
-    if not is_rollout_row(line.value):
+    kind = row_kind(line.value)
+    if kind == "task_input":
         return 1
+    if kind == "other":
+        message = not_a_rollout_row_message(line.value)
+        where = {"path": str(file.path), "line": line.line, "offset": line.offset}
+        sink.add(Diagnostic("warning", "rollout_row_unrecognised", message, **where))
+        return 0
     ident = identity(line.value, logical_name(file.path.name), line.line)
     if not ident.derived:
         stats.rows_without_identity += 1
@@ -164,7 +174,8 @@ def _index_row(file: RolloutFile, line: JsonLine, rows: list[_Row], sink: Diagno
                 offset=line.offset,
             )
         )
-    for key, why in object_key_problems(line.value):
+    reward = reward_problem(line.value)
+    for key, why in [*object_key_problems(line.value), *([("reward", reward)] if reward else [])]:
         where = {"path": str(file.path), "line": line.line, "offset": line.offset, "pointer": key}
         sink.add(Diagnostic("warning", "row_value_invalid", why, **where))
     rows.append(_Row(ident, file, line.line, line.offset, line.size, recorded_run_ids(line.value)))

@@ -7,12 +7,15 @@ line carries its 1-based number and the byte offset of its first byte (in a comp
 decompressed text). Blank lines are skipped silently, as NeMo Gym's capture reader does.
 
 Decoding: ``orjson`` first; a line it rejects is retried with the standard
-library parser, and kept only when the sole problem was a lone UTF-16 surrogate escape, which becomes
-U+FFFD with a ``lone_surrogate`` warning. Everything else is one error diagnostic and the line is
-skipped: ``nul_byte``, ``invalid_utf8``, ``truncated_line`` (an unterminated, unparseable last line),
-``invalid_json``, ``line_too_long`` (longer than ``max_line_bytes``; read past in 1 MiB steps without
-holding it) and, for object readers, ``not_an_object``. ``NaN`` and ``Infinity`` are not JSON and
-are rejected.
+library parser, and kept only when the sole problems were lone UTF-16 surrogate escapes, which become
+U+FFFD with a ``lone_surrogate`` warning, or the bare tokens ``NaN``, ``Infinity`` and ``-Infinity``
+(not JSON, but what Python's ``json.dumps`` writes by default), which are read as ``null`` with one
+``json_nonfinite_number`` warning for the line (the same tokens inside strings are text and are left
+alone). Everything else is one error diagnostic and the line is skipped: ``nul_byte``,
+``invalid_utf8``, ``truncated_line`` (an unterminated, unparseable last line), ``invalid_json``,
+``line_too_long`` (longer than ``max_line_bytes``; read past in 1 MiB steps without holding it) and,
+for object readers, ``not_an_object``. A file whose first line looks UTF-16 (:func:`utf16_encoding`)
+is one ``utf16_input`` error, and nothing more of it is read.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ MAX_LINE_BYTES_LIMIT = 1 << 40
 _SKIP_STEP = 1 << 20
 BOM = b"\xef\xbb\xbf"
 """A UTF-8 byte-order mark at the start of a file is not part of its first record."""
+UTF16_CODE = "utf16_input"
+"""The code of a file that looks UTF-16 (inputs are UTF-8): one error for the file, nothing read."""
+_UTF16_PROBE = 64
+"""Bytes of a file's start :func:`utf16_encoding` looks at."""
 READ_BUFFER = 1 << 20
 """Read buffer of a JSONL file: long lines (growing request histories) are read in few system calls."""
 
@@ -106,32 +113,49 @@ def json_text(value: Any, *, sort_keys: bool = False) -> str:
         return deep_dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=sort_keys)
 
 
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not valid JSON")
+class _NonFinite:
+    """Stands for a bare ``NaN``, ``Infinity`` or ``-Infinity`` token while a rejected line is re-read;
+    :func:`_repair` turns it into ``None``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name: str) -> None:
+        self.name = name
 
 
-def _replace_surrogates(value: Any) -> tuple[Any, int]:
-    """Return ``value`` with lone surrogates replaced by U+FFFD, and how many strings changed."""
+def _repair(value: Any, names: set[str]) -> tuple[Any, int, int]:
+    """Return ``value`` with lone surrogates replaced by U+FFFD and non-finite tokens
+    (:class:`_NonFinite`) by ``None``, how many strings changed and how many tokens were replaced (their
+    names added to ``names``).
+
+    Raises:
+        RecursionError: ``value`` is nested deeper than the Python recursion limit allows.
+    """
     if isinstance(value, str):
-        return (_surrogate_fix(value), 1) if _has_surrogate(value) else (value, 0)
+        return (_surrogate_fix(value), 1, 0) if _has_surrogate(value) else (value, 0, 0)
+    if isinstance(value, _NonFinite):
+        names.add(value.name)
+        return None, 0, 1
     if isinstance(value, list):
-        changed = 0
+        changed = replaced = 0
         items = []
         for item in value:
-            fixed, count = _replace_surrogates(item)
+            fixed, count, tokens = _repair(item, names)
             items.append(fixed)
             changed += count
-        return items, changed
+            replaced += tokens
+        return items, changed, replaced
     if isinstance(value, dict):
-        changed = 0
+        changed = replaced = 0
         result = {}
         for key, item in value.items():
-            fixed_key, key_count = _replace_surrogates(key)
-            fixed, count = _replace_surrogates(item)
+            fixed_key, key_count, _ = _repair(key, names)
+            fixed, count, tokens = _repair(item, names)
             result[fixed_key] = fixed
             changed += key_count + count
-        return result, changed
-    return value, 0
+            replaced += tokens
+        return result, changed, replaced
+    return value, 0, 0
 
 
 def _has_surrogate(text: str) -> bool:
@@ -175,28 +199,82 @@ def decode_line(raw: bytes, where: tuple[str, int, int], *, at_eof: bool) -> tup
     except UnicodeDecodeError as exc:
         return None, _problem(where, "error", "invalid_utf8", f"invalid UTF-8 at column {exc.start + 1}")
     try:
-        value = json.loads(text, parse_constant=_reject_constant)
+        value = json.loads(text, parse_constant=_NonFinite)
     except (ValueError, RecursionError):
         code = "truncated_line" if at_eof else "invalid_json"
         return None, _problem(where, "error", code, _position(reason))
+    names: set[str] = set()
     try:
-        fixed, changed = _replace_surrogates(value)
+        fixed, changed, replaced = _repair(value, names)
     except RecursionError:
         # From Python 3.12 the standard library decodes nesting deeper than orjson's limit of 1024
-        # levels (its C recursion is no longer bounded by the Python recursion limit); the walk for
-        # lone surrogates, a Python recursion, cannot follow. Such a line is as invalid as orjson said.
-        changed = 0
-    if not changed:
+        # levels (its C recursion is no longer bounded by the Python recursion limit); the repair
+        # walk, a Python recursion, cannot follow. Such a line is as invalid as orjson said.
+        changed = replaced = 0
+    if not changed and not replaced:
         return None, _problem(where, "error", "invalid_json", _position(reason))
-    return fixed, _problem(
-        where, "warning", "lone_surrogate", f"{plural(changed, 'string')} held lone surrogates; replaced by U+FFFD"
-    )
+    surrogates = f"{plural(changed, 'string')} held lone surrogates; replaced by U+FFFD"
+    if not replaced:
+        return fixed, _problem(where, "warning", "lone_surrogate", surrogates)
+    tokens = ", ".join(name for name in ("NaN", "Infinity", "-Infinity") if name in names)
+    message = f"{plural(replaced, 'non-finite number')} ({tokens}; not JSON) read as null"
+    if changed:
+        message += f"; {surrogates}"
+    return fixed, _problem(where, "warning", NONFINITE, message)
+
+
+NONFINITE = "json_nonfinite_number"
+"""The code of a line whose bare ``NaN``, ``Infinity`` or ``-Infinity`` tokens were read as ``null``."""
+
+
+def utf16_encoding(head: bytes) -> str | None:
+    """``"UTF-16LE"`` or ``"UTF-16BE"`` when the start of a file, ``head``, looks UTF-16 (a byte-order
+    mark ``FF FE`` or ``FE FF``, which UTF-8 text never starts with, followed by an ASCII character in
+    that byte order, as JSON starts; or a NUL every other byte of its first 64 bytes, at least 4 of
+    them, which JSON text in UTF-8 never holds); else ``None`` (garbage that merely starts ``FF FE``
+    stays invalid UTF-8)."""
+    if head.startswith(b"\xff\xfe") and len(head) >= 4 and head[2] and not head[3]:
+        return "UTF-16LE"
+    if head.startswith(b"\xfe\xff") and len(head) >= 4 and not head[2] and head[3]:
+        return "UTF-16BE"
+    probe = head[:_UTF16_PROBE]
+    if len(probe) < 4 or (probe[0] and probe[1]):
+        return None
+    even, odd = probe[0::2], probe[1::2]
+    if not odd.strip(b"\x00") and all(even):
+        return "UTF-16LE"
+    if not even.strip(b"\x00") and all(odd):
+        return "UTF-16BE"
+    return None
+
+
+def utf16_message(encoding: str, head: bytes) -> str:
+    """The ``utf16_input`` message for a file :func:`utf16_encoding` says is ``encoding``."""
+    bom = head[:2].hex(" ").upper() if head[:2] in (b"\xff\xfe", b"\xfe\xff") else None
+    why = f"byte-order mark {bom}" if bom else "a NUL byte every other byte"
+    source = "UTF-16" if bom else encoding
+    return f"the file looks {encoding} ({why}): inputs must be UTF-8 (iconv -f {source} -t UTF-8 converts it); not read"
+
+
+def file_utf16(path: str | Path) -> str | None:
+    """The ``utf16_input`` message when the file at ``path`` (decompressed) looks UTF-16, else ``None``;
+    ``None`` too when it cannot be read."""
+    try:
+        with open_input(path) as handle:
+            head = handle.read(_UTF16_PROBE)
+    except (OSError, CompressedStreamError):
+        return None
+    encoding = utf16_encoding(head)
+    return utf16_message(encoding, head) if encoding else None
 
 
 def iter_json_lines(
     path: str | Path, *, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES, copy: BinaryIO | None = None
 ) -> Iterator[JsonLine]:
     """Yield every non-blank line of ``path`` with its decoded value or its problem.
+
+    A file that looks UTF-16 (:func:`utf16_encoding`, judged by its first line) yields one
+    ``utf16_input`` error at line 1 and nothing else, not one error per line.
 
     A gzip or Zstandard file is read decompressed (``io/compression.py``): line numbers, offsets and
     sizes are those of its text. A stream cut short or corrupt ends the file with one
@@ -251,6 +329,10 @@ def _lines(
             yield JsonLine(name, number, start, size, None, problem)
             continue
         position[0] += len(chunk)
+        if number == 1 and (encoding := utf16_encoding(chunk)) is not None:
+            problem = _problem((name, 1, 0), "error", UTF16_CODE, utf16_message(encoding, chunk))
+            yield JsonLine(name, 1, 0, len(chunk), None, problem)
+            return
         body = chunk.removeprefix(BOM) if number == 1 else chunk
         if not body or body.isspace():
             continue

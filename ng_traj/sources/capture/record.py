@@ -216,14 +216,43 @@ CAPTURE_LINE_KEYS = frozenset(
 """Keys of a raw capture line, every version since 2026-07-15 (nemo-gym 0.7.0 added the last five)."""
 
 
+ROLLOUT_ROW_KEYS = frozenset(
+    {
+        "responses_create_params",
+        "reward",
+        "_ng_task_index",
+        "_ng_rollout_index",
+        "_ng_rollout_id",
+        "ng_model_call_capture",
+        "ng_agent_observations",
+        "ng_trajectory",
+    }
+)
+"""Keys of a NeMo Gym rollout row that no capture line has; ``response`` is the one key both share."""
+
+
 def is_capture_line(exchange: Mapping[str, Any]) -> bool:
-    """Whether ``exchange`` has at least one raw capture key.
+    """Whether ``exchange`` has at least one raw capture key, ``response`` alone not counting on a
+    line that has a rollout row's keys (:data:`ROLLOUT_ROW_KEYS`).
 
     ng-traj's deviation from the reference, which builds an all-null record from any object: a line
-    with none of the keys (``{"foo": 1}``, a trajectory or rollout row in a file named
-    ``*.capture.jsonl``) is no model call and counts as unreadable.
+    with none of the keys (``{"foo": 1}``, a trajectory in a file named ``*.capture.jsonl``), or a
+    rollout row (whose ``response`` is the agent's, not a model call's), is no model call and counts
+    as unreadable (:func:`not_capture_line_message` says why).
     """
-    return not CAPTURE_LINE_KEYS.isdisjoint(exchange)
+    keys = CAPTURE_LINE_KEYS.intersection(exchange)
+    return bool(keys) and (keys != {"response"} or ROLLOUT_ROW_KEYS.isdisjoint(exchange))
+
+
+def not_capture_line_message(exchange: Mapping[str, Any]) -> str:
+    """Why a line :func:`is_capture_line` rejects is no model call: a rollout row, or none of the keys."""
+    if "response" in exchange and not ROLLOUT_ROW_KEYS.isdisjoint(exchange):
+        row_keys = ", ".join(sorted(ROLLOUT_ROW_KEYS.intersection(exchange)))
+        return (
+            f"not a model-call record: a rollout row ({row_keys}; its response is the agent's), "
+            "with no capture key (model_call_id, request, ...)"
+        )
+    return "not a model-call record: none of the capture keys (model_call_id, request, response, ...)"
 
 
 def derived_response(exchange: Mapping[str, Any]) -> dict[str, Any]:

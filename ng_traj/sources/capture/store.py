@@ -29,7 +29,7 @@ from ng_traj.contract.capture import ModelCallRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import logical_name
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, iter_json_lines, not_an_object
-from ng_traj.sources.capture.record import derive_record, is_capture_line
+from ng_traj.sources.capture.record import derive_record, is_capture_line, not_capture_line_message
 
 VALID_ID = re.compile(r"[A-Za-z0-9._-]+")
 RAW_KEYS = {"latency_total_ms": "latency_ms"}
@@ -129,7 +129,7 @@ def read_capture_file(
         ``model_call_capture_no_records``).
     """
     calls: list[CapturedCall] = []
-    invalid = 0
+    invalid = foreign = 0
     index = -1
     try:
         for index, line in enumerate(iter_json_lines(path, max_line_bytes=max_line_bytes)):
@@ -139,6 +139,7 @@ def read_capture_file(
                 continue
             if line.problem is not None:
                 sink.add(line.problem)
+            foreign += not is_capture_line(line.value)
             try:
                 record = _record(line.value, index)
             except ValueError as exc:
@@ -155,6 +156,10 @@ def read_capture_file(
         raise
     if index < 0:
         sink.add(Diagnostic("warning", "empty_input", "empty capture file: no call captured", path=path))
+    elif foreign == index + 1:
+        lines = "its line is" if foreign == 1 else f"none of its {foreign} lines is"
+        message = f"not a capture file: {lines} a capture line (a model-call record); no call read from it"
+        sink.add(Diagnostic("error", "capture_file_unrecognised", message, path=path))
     return calls, invalid
 
 
@@ -166,7 +171,7 @@ def _record(exchange: dict[str, Any], index: int) -> ModelCallRecord:
             message says which.
     """
     if not is_capture_line(exchange):
-        raise ValueError("not a model-call record: none of the capture keys (model_call_id, request, response, ...)")
+        raise ValueError(not_capture_line_message(exchange))
     try:
         return derive_record(exchange, call_index=index)
     except ValidationError as exc:

@@ -196,7 +196,7 @@ def _index_trajectory(path: Path, line: JsonLine, catalogue: _Catalogue, sink: D
     if not line.ok:
         return
     if not is_sharegpt(line.value):
-        message = "not a ShareGPT trajectory (no conversations of from/value turns); skipped"
+        message = "not a ShareGPT trajectory (no conversations list with a turn that can be read); skipped"
         sink.add(Diagnostic("error", "hermes_record_invalid", message, path=str(path), line=line.line))
         return
     hints = (("line", str(line.line)), ("offset", str(line.offset)), ("size", str(line.size)))

@@ -39,9 +39,11 @@ _RESPONSE = re.compile(r"<tool_response>\n?(.*?)\n?</tool_response>", re.DOTALL)
 
 
 def is_sharegpt(value: Any) -> bool:
-    """True for a ShareGPT trajectory line (``conversations`` of ``{from, value}`` turns)."""
+    """True for a ShareGPT trajectory line: ``conversations`` is a list holding at least one turn that
+    is read (:func:`turn_problem` gives ``None``). Turns that are not read (no ``from``, a ``from``
+    that is not a role, a ``value`` that is not text) cost only themselves, not the line."""
     turns = value.get("conversations") if isinstance(value, dict) else None
-    return isinstance(turns, list) and bool(turns) and all(isinstance(t, dict) and "from" in t for t in turns)
+    return isinstance(turns, list) and any(turn_problem(t) is None for t in turns)
 
 
 def _json_object(text: str) -> dict[str, Any] | None:
@@ -113,10 +115,12 @@ def _attach_calls(
 
 
 def turn_problem(entry: Any) -> str | None:
-    """Why a ShareGPT turn is passed over (not an object, a ``from`` that is not one of the format's
-    roles, a ``value`` that is not text), or ``None`` for a turn that is read."""
+    """Why a ShareGPT turn is passed over (not an object, no ``from``, a ``from`` that is not one of
+    the format's roles, a ``value`` that is not text), or ``None`` for a turn that is read."""
     if not isinstance(entry, dict):
         return f"a turn that is not an object ({type(entry).__name__}); passed over"
+    if "from" not in entry:
+        return "a turn without from; the turn is passed over"
     kind = entry.get("from")
     if not isinstance(kind, str):
         return f"from is not text ({quoted(kind)}); the turn is passed over"

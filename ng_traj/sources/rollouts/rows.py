@@ -37,7 +37,11 @@ ROLLOUT_MARKERS = (
     "judge_evaluations",
     "judge_response",
 )
-"""A row with any of these keys is a rollout; one with none of them is a task input row."""
+"""A row with any of these keys is a rollout; one with none of them is a task input row when it has
+:data:`TASK_INPUT_KEY`, else no row of a rollouts file at all (:func:`row_kind`)."""
+
+TASK_INPUT_KEY = "responses_create_params"
+"""The key of a materialized task input row (NeMo Gym's input to a rollout)."""
 
 
 class IdentityError(ValueError):
@@ -65,6 +69,26 @@ class Identity:
 def is_rollout_row(row: dict[str, Any]) -> bool:
     """True for a rollout record, False for a task input row (no response, reward or attachment)."""
     return any(key in row for key in ROLLOUT_MARKERS)
+
+
+def row_kind(row: dict[str, Any]) -> str:
+    """``"rollout"`` for a rollout record (:func:`is_rollout_row`), ``"task_input"`` for a task input
+    row (:data:`TASK_INPUT_KEY` without a rollout key), ``"other"`` for an object with neither (``{}``,
+    a stray record): not a row of a rollouts file."""
+    if is_rollout_row(row):
+        return "rollout"
+    return "task_input" if TASK_INPUT_KEY in row else "other"
+
+
+def not_a_rollout_row_message(row: dict[str, Any]) -> str:
+    """The ``rollout_row_unrecognised`` message of a row :func:`row_kind` calls ``"other"``."""
+    keys = ", ".join((*ROLLOUT_MARKERS, TASK_INPUT_KEY))
+    held = (
+        f"its keys: {', '.join(quoted(key) for key in list(row)[:5])}{', …' if len(row) > 5 else ''}"
+        if row
+        else "no keys"
+    )
+    return f"not a rollout row nor a task input (none of {keys}; {held}); skipped"
 
 
 def rollout_id(row: dict[str, Any]) -> str | None:
@@ -169,6 +193,23 @@ def object_key_problems(row: dict[str, Any]) -> list[tuple[str, str]]:
             kind = JSON_TYPES.get(type(value), type(value).__name__)
             problems.append((key, f"{key} is JSON {kind}, expected an object; not read"))
     return problems
+
+
+def reward_problem(row: dict[str, Any]) -> str | None:
+    """Why the row's ``reward`` is not read, or ``None`` (a finite number, or absent or null).
+
+    NeMo Gym's verify response declares ``reward: float`` and its collector writes the number; a
+    string (``"1.0"``), a boolean, a list or an object is not a reward and is not coerced: the
+    rollout is built without one (``show`` prints ``—``). A number too large to be finite is not one
+    either.
+    """
+    value = row.get("reward")
+    if value is None or (type(value) in (int, float) and abs(value) < 1e308):
+        return None
+    if type(value) in (int, float):
+        return f"reward {quoted(value)} is not a finite number; not read"
+    kind = JSON_TYPES.get(type(value), type(value).__name__)
+    return f"reward is JSON {kind} ({quoted(value)}), expected a number; not read, the rollout has no reward"
 
 
 def recorded_run_ids(row: dict[str, Any]) -> tuple[str, ...]:
