@@ -18,12 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import safe_text
-from ng_traj.io.compression import CompressedStreamError, open_input
 from ng_traj.io.files import resolved
+from ng_traj.io.lines import quiet_objects
 from ng_traj.sources.capture.record import derived_response, tool_calls_and_reasoning
 from ng_traj.sources.capture.store import CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
@@ -139,19 +137,10 @@ class CaptureIds:
 
 
 def _responses(path: str) -> Iterator[dict[str, Any]]:
-    try:
-        with open_input(path) as handle:
-            for raw in handle:
-                try:
-                    line = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(line, dict):
-                    response = derived_response(line)
-                    if response:
-                        yield response
-    except (OSError, CompressedStreamError):
-        return
+    for line in quiet_objects(path):
+        response = derived_response(line)
+        if response:
+            yield response
 
 
 def _manifest_targets(unit: NativeUnit, manifest: list[ManifestEntry]) -> set[tuple[str, str | None]]:

@@ -17,8 +17,6 @@ from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path, PurePosixPath
 
-import orjson
-
 from ng_traj.assemble.attribution import (
     Attribution,
     CaptureIds,
@@ -32,9 +30,9 @@ from ng_traj.assemble.attribution import (
 from ng_traj.assemble.inputs import Inputs, RolloutFile
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, safe_text
-from ng_traj.io.compression import CompressedStreamError, logical_name, open_input
+from ng_traj.io.compression import logical_name
 from ng_traj.io.files import forget_regular, open_regular, path_order
-from ng_traj.io.lines import JsonLine, read_json_objects
+from ng_traj.io.lines import JsonLine, quiet_objects, read_json_objects
 from ng_traj.io.spans import text_copy
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
@@ -348,19 +346,7 @@ def _check_shared_calls(
 def _call_ids(path: str) -> set[str]:
     """The ``model_call_id`` values of a capture file's lines (lines that are not JSON objects, and a
     file that cannot be read, give none: reading it for its rollout reports them)."""
-    found: set[str] = set()
-    try:
-        with open_input(path) as handle:
-            for raw in handle:
-                try:
-                    line = orjson.loads(raw)
-                except orjson.JSONDecodeError:
-                    continue
-                if isinstance(line, dict) and isinstance(line.get("model_call_id"), str):
-                    found.add(line["model_call_id"])
-    except (OSError, CompressedStreamError):
-        return found
-    return found
+    return {line["model_call_id"] for line in quiet_objects(path) if isinstance(line.get("model_call_id"), str)}
 
 
 def _check_manifest_runs(manifest: Sequence[ManifestEntry], runs: set[str], sink: DiagnosticSink) -> None:

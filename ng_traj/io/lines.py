@@ -355,6 +355,23 @@ def _skip_rest_of_line(handle: Any, copy: BinaryIO | None) -> int:
             return skipped
 
 
+def quiet_objects(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The JSON objects of ``path``'s lines, for a second look at a file the build reads (and reports
+    on) anyway: a line that is not an object is passed over, and a file that cannot be read, or a
+    compressed stream that breaks, ends the iteration without a word."""
+    try:
+        with open_input(path) as handle:
+            for raw in handle:
+                try:
+                    value = orjson.loads(raw)
+                except orjson.JSONDecodeError:
+                    continue
+                if isinstance(value, dict):
+                    yield value
+    except (OSError, CompressedStreamError):
+        return
+
+
 def read_json_objects(
     path: str | Path,
     sink: DiagnosticSink,
