@@ -25,6 +25,7 @@ them (``diagnostics.safe_text``: the bytes of a non-UTF-8 file name as U+FFFD).
 from __future__ import annotations
 
 import contextlib
+import os
 import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -352,8 +353,6 @@ def _write_report(handle: BinaryIO, request: ExportRequest, result: Exported) ->
     Raises:
         RunError: The report cannot be written (a full disk).
     """
-    import os
-
     handle.write(report_bytes(request, result))
     handle.flush()
     os.fsync(handle.fileno())
