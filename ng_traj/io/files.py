@@ -14,6 +14,7 @@ import contextvars
 import errno
 import os
 import stat
+import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -143,10 +144,14 @@ def path_order(text: str) -> str:
 
     ``Path`` objects compare by their parts, so ``a/b/c`` sorts before ``a/b-c`` (``b`` before ``b-c``)
     where their text sorts after (``/`` after ``-``): each separator becomes ``\\0``, which sorts before
-    every character a name can hold, the root (``/``, or ``//``) is a part of its own, and ``.`` has none. Parsing a
-    ``Path`` interns each of its parts (``sys.intern``), and an interpreter whose table of interned
-    strings has held every file name of a build keeps it at that size.
+    every character a name can hold. What the parts are differs by Python version: from 3.12 ``pathlib``
+    compares the text split at each separator (the root gives empty parts, ``.`` is the part ``.``);
+    before, the root (``/``, or ``//``) is a part of its own and ``.`` has none. Parsing a ``Path``
+    interns each of its parts (``sys.intern``), and an interpreter whose table of interned strings has
+    held every file name of a build keeps it at that size.
     """
+    if sys.version_info >= (3, 12):
+        return text.replace("/", "\0")
     if text == ".":
         return ""  # no parts
     root = "//" if text.startswith("//") and not text.startswith("///") else "/" if text.startswith("/") else ""
