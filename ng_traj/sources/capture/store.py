@@ -139,8 +139,10 @@ def read_capture_file(
                 continue
             if line.problem is not None:
                 sink.add(line.problem)
-            foreign += not is_capture_line(line.value)
             try:
+                if not is_capture_line(line.value):
+                    foreign += 1
+                    raise ValueError(not_capture_line_message(line.value))
                 record = _record(line.value, index)
             except ValueError as exc:
                 invalid += 1
@@ -164,14 +166,11 @@ def read_capture_file(
 
 
 def _record(exchange: dict[str, Any], index: int) -> ModelCallRecord:
-    """The record of one capture line.
+    """The record of one capture line (:func:`is_capture_line` holds of it).
 
     Raises:
-        ValueError: The line has none of a capture line's keys, or a field the record rejects; the
-            message says which.
+        ValueError: A field the record rejects; the message says which.
     """
-    if not is_capture_line(exchange):
-        raise ValueError(not_capture_line_message(exchange))
     try:
         return derive_record(exchange, call_index=index)
     except ValidationError as exc:
