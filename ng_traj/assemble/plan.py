@@ -323,9 +323,13 @@ def _check_shared_calls(
     those calls are in both trajectories: the warning names the ids (up to three) and both files.
     Only these files are read here, and only when the named rollout keeps a capture file.
     """
+    named_ids = {named for _, named, _ in reattributed}
+    kept_by_id: dict[str, list[str]] = {}
+    for key, files in attached.items():  # once, not once per file the manifest gives away
+        if key[0] in named_ids:
+            kept_by_id.setdefault(key[0], []).extend(f.capture for f in files if f.capture)
     for path, named, entry in reattributed:
-        kept = [f.capture for key, files in attached.items() if key[0] == named for f in files if f.capture]
-        kept += [f.capture for f in orphans.get(named, ([], []))[0] if f.capture]
+        kept = kept_by_id.get(named, []) + [f.capture for f in orphans.get(named, ([], []))[0] if f.capture]
         if not kept:
             continue
         mine = _call_ids(path)
