@@ -120,11 +120,7 @@ def show(
         entries = list(pick.listing(reads, run, agent, line))
         reporter.flush_infos()
         if not entries:
-            message = "no rollouts" + (
-                (" for the --run/--agent/--line given" if line else " for the --run/--agent given")
-                if run or agent or line
-                else ""
-            )
+            message = "no rollouts" + (f" for the {pick.options_given(line)} given" if run or agent or line else "")
             _print(console, pager, lambda: console.print(message, markup=False))
             return EXIT_DATA
         _print(console, pager, lambda: console.print(terminal.rollout_list(entries)))

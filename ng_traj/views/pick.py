@@ -70,6 +70,11 @@ def _candidate(item: Entry) -> str:
     return f"{item.where()} (run {item.run or '?'}, agent {item.agent or '?'})"
 
 
+def options_given(line: int | None) -> str:
+    """How messages name the options that narrow the records: ``--run/--agent``, and ``--line`` when given."""
+    return "--run/--agent/--line" if line is not None else "--run/--agent"
+
+
 def pick(
     reads: Iterable[ReadRecord], rollout: str, run: str | None, agent: str | None, line: int | None = None
 ) -> ReadRecord:
@@ -92,8 +97,7 @@ def pick(
     if not found:
         if others:
             listed = "; ".join(_candidate(item) for item in others[:20])
-            given = "--run/--agent/--line" if line is not None else "--run/--agent"
-            raise RunError(f"rollout {rollout!r} exists, but not for the {given} given: {listed}")
+            raise RunError(f"rollout {rollout!r} exists, but not for the {options_given(line)} given: {listed}")
         raise RunError(f"no rollout {rollout!r} in the input (ng-traj show INPUT lists the rollouts)")
     items = [entry(read) for read in found]
     listed = "; ".join(_candidate(item) for item in items[:20])
