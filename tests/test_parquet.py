@@ -455,3 +455,34 @@ def test_a_row_group_that_cannot_be_written_stops_the_build_and_leaves_no_datase
         build(inputs, slots, stats, BuildOptions(capture_enabled=True), sink, writer.add_rows, encode=writer.encoder())
     assert len(calls) == failing
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        (),
+        (None,),
+        (b"",),
+        (None, None),
+        (b'"a"', None, b"", b'{"\xc3\xa9":[1,2]}', None),
+        tuple(b"%d" % n for n in range(70)),
+    ],
+    ids=["empty", "one null", "one empty text", "nulls", "mixed", "no nulls"],
+)
+def test_json_arrays_from_buffers_are_the_arrays_arrow_converts(values):
+    from ng_traj.writers.parquet import _json_array
+    from ng_traj.writers.parquet_layout import JSON_TYPE
+
+    made = _json_array(values)
+    made.validate(full=True)
+    converted = pa.ExtensionArray.from_storage(JSON_TYPE, pa.array(values, type=pa.binary()).view(pa.string()))
+    assert made.equals(converted) and made.null_count == converted.null_count == values.count(None)
+    assert made.to_pylist() == converted.to_pylist()
+
+
+def test_json_texts_beyond_int32_offsets_are_converted_by_arrow(monkeypatch):
+    from ng_traj.writers import parquet
+
+    monkeypatch.setattr(parquet, "_OFFSET_LIMIT", 3)
+    made = parquet._json_array((b'"ab"', None))
+    assert made.to_pylist() == ['"ab"', None] and made.type == parquet.JSON_TYPE
