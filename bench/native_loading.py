@@ -4,7 +4,8 @@ Discovers the corpus, indexes each reader's files once (as planning does), then 
 ``--passes`` times in one process, each reader timed with ``time.process_time``. A build of the
 bench corpora loads the pi sessions but not the OpenClaw ones (the rows carry OpenClaw's bundles),
 so this is where OpenClaw loading is measured. ``--digest`` prints one digest of everything loaded
-(the bundles' JSON, the native calls and the diagnostics), for comparing two trees' results.
+(the bundles' JSON, the native calls with their times and transcript calls, and the diagnostics), for
+comparing two trees' results (run this script with either tree on ``PYTHONPATH``).
 
     python bench/native_loading.py /tmp/ngb/corpus_500mb_c16_s7 --passes 3 [--digest]
 """
@@ -16,6 +17,7 @@ import gc
 import hashlib
 import time
 from pathlib import Path
+from typing import Any
 
 import orjson
 
@@ -25,15 +27,26 @@ from ng_traj.io.files import resolved_folders
 from ng_traj.sources.native import index_units, load_unit
 
 
+def _timestamp_and_transcript(call: Any) -> tuple[float | None, Any]:
+    """What consumers read of a native call: its time for the turns' order (asked first, before the
+    transcript call is made) and its transcript call; a tree before ``NativeCall.transcript`` and
+    ``timestamp`` existed gives the same from ``transcript_call``, so digests of both compare."""
+    if hasattr(call, "transcript"):
+        return call.timestamp(), call.transcript()
+    transcript = call.transcript_call
+    return ((transcript.started_at or transcript.completed_at) if transcript is not None else None), transcript
+
+
 def _digest_of(observations: object, held: list[Diagnostic], digest: hashlib._Hash) -> None:
     if observations is None:
         digest.update(b"none")
     else:
         digest.update(observations.bundle.model_dump_json().encode())
         for call in observations.calls:
-            transcript = call.transcript_call
+            timestamp, transcript = _timestamp_and_transcript(call)
             dumped = transcript.model_dump_json() if transcript is not None else ""
             fields = [call.invocation_id, call.response_id, sorted(call.tool_call_ids), call.label, dumped]
+            fields.append(repr(timestamp))
             digest.update(orjson.dumps(fields))
             if transcript is not None:
                 digest.update(repr([type(v).__name__ for v in transcript.model_dump().values()]).encode())

@@ -380,3 +380,29 @@ def test_openclaw_checkpoint_of_a_tree_of_one_session_is_compared_with_its_trans
         ("agent:main:main", "entries=aa000000,aa000001,aa000002,b1000001,b1000002,b1000003,b1000004,b1000005"),
     ]
     assert "oc-main.checkpoint.cp1.jsonl:2: warning[context_copied]: 8 entries copy entries of session" in stderr
+
+
+def test_entry_keys_are_derived_once_and_kept_with_the_entry(tmp_path: Path) -> None:
+    """An entry's probe and response key (``copies.entry_keys``): a message by its role, time and
+    response id, a summary type by its summary, nothing for other types or a message without a text
+    role; the read keeps them with the entry and comparing it with a later session takes them as kept."""
+    from ng_traj.sources.pi.copies import entry_keys
+    from ng_traj.sources.pi.session import read_session
+
+    assistant = {"type": "message", "message": {"role": "assistant", "timestamp": 5, "responseId": "r1"}}
+    assert entry_keys("message", assistant) == (("message", "assistant", 5, "r1"), "r1")
+    assert entry_keys("message", {"type": "message", "message": {"role": 3}}) == (None, None)
+    assert entry_keys("message", {"type": "message", "message": "text"}) == (None, None)
+    compaction = {"type": "compaction", "summary": {"a": 1}, "customType": "x"}
+    assert entry_keys("compaction", compaction) == (("compaction", "dict", "x", None), None)
+    assert entry_keys("model_change", {"type": "model_change"}) == (None, None)
+
+    path = tmp_path / "s.jsonl"
+    lines = [{"type": "session", "version": 3, "id": "s"}, {"id": "e1", "parentId": None, **assistant}]
+    path.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    session = read_session(path, DiagnosticSink())
+    (entry,) = session.entries
+    assert entry.keys == (("message", "assistant", 5, "r1"), "r1")
+    entry.keys = (None, "kept")  # what mark_copies reads: the kept keys, not derived again
+    earlier = mark_copies(session, CopyIndex(), "earlier sessions", DiagnosticSink())
+    assert earlier.responses == {"kept": "e1"} and earlier.contents == {}

@@ -376,3 +376,49 @@ def test_a_session_its_reader_fails_on_is_reported_and_the_run_goes_on(tmp_path,
     odd.write_bytes(orjson.dumps(header) + b"\n")
     result = run_cli("build", odd, "-o", out)
     assert result.exit_code == 1 and "internal error" not in result.stderr
+
+
+def test_a_cycle_made_by_an_entry_replaced_where_it_stood_is_reported(tmp_path, monkeypatch):
+    """Entries in pi's own order (each parent written before its child, no id twice) form no cycle and
+    are not walked for one; an entry whose later content replaces it where it stood, with a parent
+    written after it, can close one, and it is still found and reported."""
+    import ng_traj.sources.pi.session as session_module
+
+    def entry(entry_id, parent, text):
+        message = {"role": "user", "content": text}
+        return {"type": "message", "id": entry_id, "parentId": parent, "message": message}
+
+    header = {"type": "session", "version": 3, "id": "rep", "timestamp": "2026-01-01T00:00:00Z", "cwd": "/w"}
+    ordered = tmp_path / "ordered.jsonl"
+    ordered.write_text("".join(orjson.dumps(line).decode() + "\n" for line in [header, entry("a", None, "a")]))
+    replaced = tmp_path / "replaced.jsonl"
+    lines = [header, entry("a", None, "a"), entry("b", "a", "b"), entry("a", "b", "a again")]
+    replaced.write_text("".join(orjson.dumps(line).decode() + "\n" for line in lines))
+    walked = []
+    original = session_module.parent_cycles
+    monkeypatch.setattr(session_module, "parent_cycles", lambda parents: walked.append(parents) or original(parents))
+    read_session(ordered, DiagnosticSink())
+    assert walked == []  # in order: never walked
+    found = []
+    read_session(replaced, DiagnosticSink(found.append))
+    assert [d.message for d in found if d.code == "parent_cycle"] == [
+        "entry parentId links form a cycle (a -> b -> a); the active path starts at a, whose parentId b is ignored"
+    ]
+
+
+def test_a_native_call_makes_its_transcript_call_when_asked_with_the_time_it_had(tmp_path):
+    """pi's native calls leave their transcript call until a consumer asks (most match a captured
+    call); the time read before it is made is the made call's, and it is made once."""
+    from ng_traj.contract import TrajectoryModelCall
+    from ng_traj.sources.pi.observe import observe
+
+    session = read_session(PI / "parallel_tools.jsonl", DiagnosticSink())
+    calls = observe(session, session.session_id).calls
+    assert calls and all(call.transcript_call is None for call in calls)
+    for call in calls:
+        timestamp = call.timestamp()
+        made = call.transcript()
+        assert type(made) is TrajectoryModelCall and call.transcript() is made
+        assert timestamp == (made.started_at or made.completed_at) and timestamp is not None
+        assert call.timestamp() == timestamp  # the same once made
+        assert made == TrajectoryModelCall.model_validate(made.model_dump())

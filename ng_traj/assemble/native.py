@@ -86,8 +86,9 @@ def resolve_native(observations: NativeObservations, records: Sequence[ModelCall
         if captured is not None:
             code = "model_call_reference_unmatched" if tried else "model_response_id_unavailable"
             resolved.gaps.append(ObservationGap(code=code, invocation_id=call.invocation_id, detail=tried))
-        if call.transcript_call is not None and call.invocation_id not in sessions:
-            resolved.transcript_calls.append(call.transcript_call)
+        transcript = call.transcript() if call.invocation_id not in sessions else None
+        if transcript is not None:
+            resolved.transcript_calls.append(transcript)
             gap = ObservationGap(
                 code=TRANSCRIPT_GAP, invocation_id=call.invocation_id, detail=call.label or call.response_id
             )
@@ -100,9 +101,7 @@ def resolve_native(observations: NativeObservations, records: Sequence[ModelCall
 
 
 def _turn_call(call: NativeCall, ref: ModelCallRef | None) -> TranscriptCall:
-    transcript = call.transcript_call
-    timestamp = (transcript.started_at or transcript.completed_at) if transcript is not None else None
-    return TranscriptCall(call.invocation_id, call.tool_call_ids, timestamp, ref)
+    return TranscriptCall(call.invocation_id, call.tool_call_ids, call.timestamp(), ref)
 
 
 def _with_refs(bundle: AgentObservationBundle, refs: dict[str, list[ModelCallRef]]) -> AgentObservationBundle:

@@ -105,9 +105,15 @@ class NativeCall:
         tool_call_ids: Provider tool-call ids the message issued (the fallback join key when a message has no response id).
         transcript_call: The call as the transcript reports it (token counts normalised to the
             inclusive convention by the reader, ``model_call_id`` null), used only when no
-            captured call matches.
+            captured call matches; ``None`` when the reader makes it lazily (``make_transcript``).
+            Consumers ask :meth:`transcript` and :meth:`timestamp`, which serve both.
         label: How gaps name the call: its response id, else a reader-specific stable id
             (for example ``entry:<entry id>``).
+        make_transcript: Makes the transcript call when :meth:`transcript` is first asked, for a
+            reader that leaves it until a consumer needs it (pi: most calls match a captured call,
+            and then only the time is read); ``None`` when ``transcript_call`` holds it.
+        started_at: With ``make_transcript``: the ``started_at`` its call will have (UTC seconds), so
+            :meth:`timestamp` needs no call made (such a reader's calls have no ``completed_at``).
     """
 
     invocation_id: str
@@ -115,6 +121,23 @@ class NativeCall:
     tool_call_ids: frozenset[str] = frozenset()
     transcript_call: TrajectoryModelCall | None = None
     label: str | None = None
+    make_transcript: Callable[[], TrajectoryModelCall] | None = None
+    started_at: float | None = None
+
+    def transcript(self) -> TrajectoryModelCall | None:
+        """The transcript call: ``transcript_call``, else made by ``make_transcript`` (once: the call
+        made is kept, so every consumer gets the same instance), else ``None``."""
+        if self.transcript_call is None and self.make_transcript is not None:
+            object.__setattr__(self, "transcript_call", self.make_transcript())  # frozen: set once, as made
+        return self.transcript_call
+
+    def timestamp(self) -> float | None:
+        """When the call happened, for ordering transcript turns: the transcript call's ``started_at``,
+        else its ``completed_at`` (``None`` when neither, or a time of ``0.0``, or no transcript call)."""
+        if self.transcript_call is None and self.make_transcript is not None:
+            return self.started_at or None
+        transcript = self.transcript_call
+        return (transcript.started_at or transcript.completed_at) if transcript is not None else None
 
 
 @dataclass

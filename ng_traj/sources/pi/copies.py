@@ -33,7 +33,8 @@ from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 
 
 class SessionEntries(Protocol):
-    """What :func:`mark_copies` needs of a parsed session (``sources/pi/session.Session``)."""
+    """What :func:`mark_copies` needs of a parsed session (``sources/pi/session.Session``: its entries
+    are ``session.Entry`` objects, with ``type``, ``id``, ``raw``, ``message``, ``keys`` and ``copy_of``)."""
 
     path: str
     entries: list[Any]
@@ -49,13 +50,6 @@ DETAIL_IDS = 8
 """Copied entry ids a gap detail or diagnostic names; the rest are counted."""
 
 
-def _copyable(kind: str, raw: dict[str, Any]) -> bool:
-    if kind == "message":
-        message = raw.get("message")
-        return isinstance(message, dict) and isinstance(message.get("role"), str)
-    return kind in COPYABLE
-
-
 def content_key(raw: dict[str, Any]) -> bytes | None:
     """A 128-bit BLAKE2b digest of the entry without its envelope as sorted JSON (the digest, not the
     text, is kept, so an index of a long session stays small); ``None`` for one too deep to serialise."""
@@ -69,31 +63,54 @@ def content_key(raw: dict[str, Any]) -> bytes | None:
 _ATOMS = (str, int, float, bool, type(None))
 
 
-def probe(kind: str, raw: dict[str, Any]) -> tuple[object, ...]:
-    """A cheap stand-in for :func:`content_key` of a copyable entry: its type and a few of its fields
-    outside the envelope (a list or object by its type's name), so two entries with equal keys always
-    have equal probes; entries whose probes differ are never compared, and only those that share one
-    are serialised and digested."""
+EntryKeys = tuple[tuple[object, ...] | None, str | None]
+"""What an entry is compared by besides its id (:func:`entry_keys`): its probe (``None`` when it is not
+copyable by content) and the ``responseId`` of an assistant message (else ``None``)."""
+
+
+def entry_keys(kind: str, raw: dict[str, Any], message: dict[str, Any] | None = None) -> EntryKeys:
+    """The probe and response key of an entry of type ``kind`` (:data:`EntryKeys`), derived once: a
+    reader keeps them with the entry, and every comparison and addition of it (:class:`CopyIndex`)
+    takes them as they are.
+
+    The probe is a cheap stand-in for :func:`content_key` of an entry copyable by content (a
+    ``message`` with a message object and a text role, or a type in :data:`COPYABLE`): its type and a
+    few of its fields outside the envelope (a message's role, ``timestamp`` and ``responseId``, else
+    the ``summary`` and ``customType``; a list or object by its type's name), so two entries with
+    equal content keys always have equal probes; entries whose probes differ are never compared, and
+    only those that share one are serialised and digested. The response key is the ``responseId`` of
+    an entry whose ``type`` is ``message`` and whose message's role is ``assistant`` (non-empty text).
+
+    ``message``: the entry's ``message`` object (``{}`` when absent or not an object), when the caller
+    has read it already (``session.Entry.message``).
+    """
+    if message is None:
+        found = raw.get("message")
+        message = found if isinstance(found, dict) else {}
+    role = message.get("role")
+    response = None
+    if raw.get("type") == "message" and role == "assistant":
+        found = message.get("responseId")
+        response = found if isinstance(found, str) and found else None
     if kind == "message":
-        message = raw["message"]
-        first, second, third = message.get("role"), message.get("timestamp"), message.get("responseId")
-    else:
-        first, second, third = raw.get("summary"), raw.get("customType"), None
+        if not isinstance(role, str):
+            return None, response
+        second, third = message.get("timestamp"), message.get("responseId")
+        return (
+            kind,
+            role,
+            second if type(second) in _ATOMS else type(second).__name__,
+            third if type(third) in _ATOMS else type(third).__name__,
+        ), response
+    if kind not in COPYABLE:
+        return None, response
+    first, second = raw.get("summary"), raw.get("customType")
     return (
         kind,
         first if type(first) in _ATOMS else type(first).__name__,
         second if type(second) in _ATOMS else type(second).__name__,
-        third if type(third) in _ATOMS else type(third).__name__,
-    )
-
-
-def response_key(raw: dict[str, Any]) -> str | None:
-    """The ``responseId`` of an assistant message entry, else ``None``."""
-    message = raw.get("message")
-    if raw.get("type") != "message" or not isinstance(message, dict) or message.get("role") != "assistant":
-        return None
-    response = message.get("responseId")
-    return response if isinstance(response, str) and response else None
+        None,
+    ), response
 
 
 class Original:
@@ -121,7 +138,8 @@ class Original:
 
 @dataclass
 class CopyIndex:
-    """What earlier entries a later one could copy: ids, copyable entries by :func:`probe`, response ids.
+    """What earlier entries a later one could copy: ids, copyable entries by probe (:func:`entry_keys`),
+    response ids.
 
     ``ids`` holds the first entry of each id, ``contents`` every copyable original (in order) under its
     probe, ``responses`` the id of the first entry of each response id. Content keys are computed only
@@ -146,46 +164,47 @@ class CopyIndex:
             original.seal()
         self.pending.clear()
 
-    def add(self, entry_id: str, kind: str, raw: dict[str, Any]) -> None:
-        """Record an original entry (the first of each key wins)."""
-        self._add(Original(entry_id, raw), kind, raw, response_key(raw))
+    def add(self, entry_id: str, kind: str, raw: dict[str, Any], keys: EntryKeys | None = None) -> None:
+        """Record an original entry (the first of each key wins); ``keys``: its :func:`entry_keys`, when
+        the caller has them."""
+        self._add(Original(entry_id, raw), keys or entry_keys(kind, raw))
 
-    def _add(
-        self, original: Original, kind: str, raw: dict[str, Any], response: str | None, probed: tuple | None = None
-    ) -> None:
+    def _add(self, original: Original, keys: EntryKeys) -> None:
         if self.sealing:
             self.pending.append(original)
         self.ids.setdefault(original.entry_id, original)
-        if _copyable(kind, raw):
-            self.contents.setdefault(probed or probe(kind, raw), []).append(original)
+        probed, response = keys
+        if probed is not None:
+            self.contents.setdefault(probed, []).append(original)
         if response is not None:
             self.responses.setdefault(response, original.entry_id)
 
-    def original(self, entry_id: str, kind: str, raw: dict[str, Any]) -> str | None:
-        """The id of the earlier entry this one copies, else ``None`` (module docstring gives the rules)."""
-        return self._original(Original(entry_id, raw), kind, raw, response_key(raw))
+    def original(self, entry_id: str, kind: str, raw: dict[str, Any], keys: EntryKeys | None = None) -> str | None:
+        """The id of the earlier entry this one copies, else ``None`` (module docstring gives the rules);
+        ``keys``: its :func:`entry_keys`, when the caller has them."""
+        return self._original(Original(entry_id, raw), keys or entry_keys(kind, raw))
 
-    def _original(
-        self, mine: Original, kind: str, raw: dict[str, Any], response: str | None, probed: tuple | None = None
-    ) -> str | None:
+    def _original(self, mine: Original, keys: EntryKeys) -> str | None:
         same_id = self.ids.get(mine.entry_id)
         if same_id is not None and mine.key() is not None and same_id.key() == mine.key():
             return mine.entry_id
+        probed, response = keys
         if response is not None and response in self.responses:
             return self.responses[response]
-        if self.contents and _copyable(kind, raw):
-            for earlier in self.contents.get(probed or probe(kind, raw), ()):
+        if probed is not None and self.contents:
+            for earlier in self.contents.get(probed, ()):
                 if mine.key() is not None and earlier.key() == mine.key():
                     return earlier.entry_id
         return None
 
-    def copy_or_add(self, entry_id: str, kind: str, raw: dict[str, Any]) -> str | None:
-        """:meth:`original` of the entry; when it copies none, the entry is recorded (:meth:`add`)."""
-        mine, response = Original(entry_id, raw), response_key(raw)
-        probed = probe(kind, raw) if _copyable(kind, raw) else None  # made once for both steps
-        found = self._original(mine, kind, raw, response, probed)
+    def copy_or_add(self, entry_id: str, kind: str, raw: dict[str, Any], keys: EntryKeys | None = None) -> str | None:
+        """:meth:`original` of the entry; when it copies none, the entry is recorded (:meth:`add`), its
+        :func:`entry_keys` (``keys``, when the caller has them) derived once for both steps."""
+        mine = Original(entry_id, raw)
+        keys = keys or entry_keys(kind, raw)
+        found = self._original(mine, keys)
         if found is None:
-            self._add(mine, kind, raw, response, probed)
+            self._add(mine, keys)
         return found
 
 
@@ -206,6 +225,14 @@ def report_copies(copied: list[str], where: str, path: str, line: int | None, si
     sink.add(Diagnostic("warning", "context_copied", message, path=path, line=line))
 
 
+def _keys(entry: Any) -> EntryKeys:
+    """The entry's :func:`entry_keys`: those its read kept (``session.Entry.keys``), else derived now
+    and kept (an entry the read made later: a replaced entry, an event log's)."""
+    if entry.keys is None:
+        entry.keys = entry_keys(entry.type, entry.raw, entry.message)
+    return entry.keys
+
+
 def mark_copies(
     session: SessionEntries, earlier: CopyIndex, where: str, sink: DiagnosticSink, *, keep: bool = True
 ) -> CopyIndex:
@@ -216,12 +243,12 @@ def mark_copies(
     marked = []
     for entry in session.entries if earlier.ids else ():
         if entry.copy_of is None:
-            entry.copy_of = earlier.original(entry.id, entry.type, entry.raw)
+            entry.copy_of = earlier.original(entry.id, entry.type, entry.raw, _keys(entry))
             if entry.copy_of is not None:
                 marked.append(entry)
     for entry in session.entries if keep else ():
         if entry.copy_of is None:
-            earlier.add(entry.id, entry.type, entry.raw)
+            earlier.add(entry.id, entry.type, entry.raw, _keys(entry))
     if earlier.sealing:
         earlier.seal()
     line = marked[0].line if marked else None

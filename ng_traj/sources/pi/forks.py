@@ -95,7 +95,15 @@ def observe_forks(
     Each session's entries that copy an earlier session's are marked before it is observed. A root
     whose ``parentSession`` names no file among ``names`` gets ``subagent_parent_unavailable`` (detail:
     the file name it names).
+
+    A unit of one file is its own tree (a file is never its own parent, and with no earlier session
+    it copies nothing), observed without the fork family's parents, trees and copy index.
     """
+    if len(names) == 1 and names[0] == root:
+        session = read_session(root, sink)
+        one = observe(session, session.session_id, derive_status=derive_status, positional_ids=positional_ids)
+        _unavailable_parent(one, session)
+        return [one]
     sessions = {name: read_session(name, sink) for name in names}
     parents = fork_parents(sessions)
     earlier = CopyIndex()
@@ -109,11 +117,18 @@ def observe_forks(
         one = observe(
             session, session.session_id, parent_id=parent_id, derive_status=derive_status, positional_ids=positional_ids
         )
-        named = parent_session(session)
-        if parent is None and named is not None:
-            gap = ObservationGap(
-                code="subagent_parent_unavailable", invocation_id=session.session_id, detail=_file_name(named)
-            )
-            one.gaps.insert(0, gap)
+        if parent is None:
+            _unavailable_parent(one, session)
         observed.append(one)
     return observed
+
+
+def _unavailable_parent(one: SessionObservation, session: Session) -> None:
+    """Give a root whose header names a ``parentSession`` (none of the unit's files) the gap
+    ``subagent_parent_unavailable`` first (detail: the file name it names)."""
+    named = parent_session(session)
+    if named is not None:
+        gap = ObservationGap(
+            code="subagent_parent_unavailable", invocation_id=session.session_id, detail=_file_name(named)
+        )
+        one.gaps.insert(0, gap)

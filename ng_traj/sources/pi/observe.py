@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from functools import partial
 from math import isfinite
 from typing import Any
 
@@ -125,21 +126,34 @@ def _tool_ids(entry: Entry) -> frozenset[str]:
 
 
 def native_call(entry: Entry, invocation_id: str) -> NativeCall:
-    """The native call of an assistant entry, with its transcript usage."""
+    """The native call of an assistant entry, with its transcript usage made when first asked
+    (``NativeCall.transcript``: most calls match a captured call, whose usage is kept instead).
+
+    Its time is read now (``NativeCall.started_at``, for the turns' order); the call made later holds
+    only values checked here or made by ``token_stats`` (text or ``None``, counts that are integers
+    not below zero), so making it cannot fail after loading.
+    """
     message = entry.message
     response_id = (
         message.get("responseId") if isinstance(message.get("responseId"), str) and message["responseId"] else None
     )
+    started = timestamp_seconds(message.get("timestamp"))
+    label = response_id or f"entry:{entry.id}"
+    made = partial(_transcript_call, message, response_id, started)
+    return NativeCall(invocation_id, response_id, _tool_ids(entry), None, label, made, started)
+
+
+def _transcript_call(message: dict[str, Any], response_id: str | None, started: float | None) -> TrajectoryModelCall:
+    """The transcript call of an assistant message (``native_call``): its start, response metadata and
+    token counts (``token_stats``)."""
     metadata = {
         "response_id": response_id,
         "model": message.get("model") if isinstance(message.get("model"), str) else None,
         "dialect": DIALECTS.get(scalar_text(message.get("api"))),
     }
-    started = timestamp_seconds(message.get("timestamp"))
-    call = TrajectoryModelCall(
+    return TrajectoryModelCall(
         started_at=started, response_metadata=metadata, token_stats=token_stats(message, started)
     )
-    return NativeCall(invocation_id, response_id, _tool_ids(entry), call, response_id or f"entry:{entry.id}")
 
 
 def response_ids(session: Session) -> frozenset[str]:

@@ -34,7 +34,7 @@ import orjson
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 from ng_traj.sources.native import joined_ids, json_objects
-from ng_traj.sources.pi.copies import CopyIndex, content_key, report_copies
+from ng_traj.sources.pi.copies import CopyIndex, EntryKeys, content_key, entry_keys, report_copies
 
 
 @dataclass(slots=True)
@@ -48,12 +48,16 @@ class Entry:
     line: int
     copy_of: str | None = None
     """The id of the earlier entry this one copies (``sources/pi/copies.py``), else ``None``."""
+    keys: EntryKeys | None = None
+    """The entry's copy-detection keys (``copies.entry_keys``), kept by the read that made them so that
+    comparing the entry with other sessions' (``copies.mark_copies``) does not derive them again."""
+    message: dict[str, Any] = field(init=False, repr=False, compare=False)
+    """The entry's ``message`` object (``{}`` when absent or not an object), read once when the entry
+    is made (the readers ask it of an entry many times; ``raw["message"]`` is never replaced)."""
 
-    @property
-    def message(self) -> dict[str, Any]:
-        """The entry's ``message`` object (``{}`` when absent or not an object)."""
+    def __post_init__(self) -> None:
         message = self.raw.get("message")
-        return message if isinstance(message, dict) else {}
+        self.message = message if isinstance(message, dict) else {}
 
 
 @dataclass
@@ -228,6 +232,8 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     copies: dict[object, int] = {}
     latest: dict[str, str] = {}
     index = CopyIndex()
+    written: set[str] = set()  # the ids of the entries appended so far
+    ordered = True  # every entry's parent written before it, no id twice: the links can form no cycle
     for line, value in _objects(path, session, sink):
         if session.header is None and not session.entries:
             first = _first_object(session, value, line, sink)
@@ -250,12 +256,17 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
         if entry.parent_id is not None:
             entry.parent_id = latest.get(entry.parent_id, entry.parent_id)
         if _repeated(session, entry, copies, sink):
+            ordered = False  # the entry replaced an earlier one where it stood, with its own parent
             continue
         if entry.copy_of is None:
-            entry.copy_of = index.copy_or_add(entry.id, entry.type, entry.raw)
+            entry.keys = entry_keys(entry.type, entry.raw, entry.message)
+            entry.copy_of = index.copy_or_add(entry.id, entry.type, entry.raw, entry.keys)
         latest[entry.raw.get("id") if session.version > 1 and isinstance(entry.raw.get("id"), str) else entry.id] = (
             entry.id
         )
+        if ordered and ((entry.parent_id is not None and entry.parent_id not in written) or entry.id in written):
+            ordered = False
+        written.add(entry.id)
         session.entries.append(entry)
         previous = entry.id
     if session.version == 1:
@@ -263,7 +274,9 @@ def read_session(path: str | Path, sink: DiagnosticSink) -> Session:
     if any(entry.type in EVENT_TYPES for entry in session.entries):
         session.entries = _entries_from_events(session.entries, session.path, sink)
         session.event_log = True
-    _report_cycles(session, sink)
+        ordered = True  # one linear chain, each entry the child of the one before
+    if not ordered:
+        _report_cycles(session, sink)
     first = next((entry.line for entry in session.entries if entry.copy_of is not None), None)
     report_copies(session.copied(), "earlier entries of the session", session.path, first, sink)
     return session
@@ -412,6 +425,10 @@ def _content_key(raw: dict[str, Any]) -> bytes | None:
 
 def _report_cycles(session: Session, sink: DiagnosticSink) -> None:
     """Report every cycle of entry ``parentId`` links (pi itself would loop on one).
+
+    :func:`read_session` asks only when the links could form one: when every entry's parent was
+    written before it and no id is written twice (a file in pi's own order), each parent stands
+    earlier in the file than its child, so no walk along them comes back.
 
     The active path breaks a cycle it meets where the walk from the leaf comes back to an entry it
     has passed: the last entry reached starts the path and its ``parentId`` is ignored. A cycle off
