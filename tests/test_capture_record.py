@@ -7,7 +7,16 @@ import pytest
 from pydantic import ValidationError
 
 from ng_traj.contract import ModelCallRecord, ModelServerRef
-from ng_traj.sources.capture.record import cache_signal, derive_record, parse_arguments, token_stats
+from ng_traj.sources.capture.record import (
+    CAPTURE_LINE_KEYS,
+    LINE_VALUES,
+    TOKEN_STATS,
+    cache_signal,
+    derive_record,
+    parse_arguments,
+    token_counts,
+    token_stats,
+)
 from ng_traj.sources.capture.sse import iter_events, parse_events, reassemble
 
 POLICY = {"type": "responses_api_models", "name": "policy_model"}
@@ -438,3 +447,27 @@ def test_line_types_are_coerced_as_upstream_does():
 def test_values_the_record_rejects_still_fail_the_line(changes):
     with pytest.raises(ValidationError):
         derive_record({**RECORDED, **changes}, call_index=0)
+
+
+def test_a_line_is_read_once_through_every_capture_key():
+    """``derive_record`` reads the line's values in one pass over the capture keys: every key a
+    capture line may have, none twice."""
+    assert len(LINE_VALUES) == len(set(LINE_VALUES))
+    assert set(LINE_VALUES) == CAPTURE_LINE_KEYS
+
+
+@pytest.mark.parametrize(
+    "usage",
+    [
+        None,
+        {"input_tokens": 3, "output_tokens": 2, "output_tokens_details": {"reasoning_tokens": 1}},
+        {"prompt_tokens": 5, "completion_tokens": 1, "total_tokens": 9},
+        {"input_tokens": 2, "output_tokens": 1, "cache_read_input_tokens": 4, "cache_creation_input_tokens": 8},
+    ],
+)
+def test_token_counts_are_token_stats_in_order(usage):
+    stats = token_stats(usage)
+    assert token_counts(usage) == tuple(stats.values())
+    assert tuple(stats) == TOKEN_STATS
+    record = derive_record({"response": {"usage": usage}}, call_index=0)
+    assert {name: getattr(record, name) for name in TOKEN_STATS} == stats

@@ -44,6 +44,12 @@ def _detail_count(usage: Mapping[str, Any], groups: tuple[str, ...], names: tupl
     return None
 
 
+TOKEN_STATS = ("tokens_in", "tokens_out", "tokens_reasoning", "tokens_total", "cache_creation_tokens")
+"""The names of :func:`token_counts`' values, in its order."""
+
+_NO_COUNTS = (None, None, None, None, None)
+
+
 def token_stats(usage: Any) -> dict[str, int | None]:
     """Normalised token counts of one response ``usage`` (Responses, Chat or Anthropic shape).
 
@@ -51,33 +57,33 @@ def token_stats(usage: Any) -> dict[str, int | None]:
         ``tokens_in`` (inclusive of cached), ``tokens_out``, ``tokens_reasoning``, ``tokens_total``,
         ``cache_creation_tokens``; each ``None`` when not reported.
     """
+    return dict(zip(TOKEN_STATS, token_counts(usage), strict=True))
+
+
+def token_counts(usage: Any) -> tuple[int | None, int | None, int | None, int | None, int | None]:
+    """:func:`token_stats` as a tuple in :data:`TOKEN_STATS` order (no dict made per capture line)."""
     if not isinstance(usage, MAPPING):
-        return dict.fromkeys(("tokens_in", "tokens_out", "tokens_reasoning", "tokens_total", "cache_creation_tokens"))
-    tokens_in = token_count(usage.get("input_tokens"))
+        return _NO_COUNTS
+    get = usage.get
+    tokens_in = token_count(get("input_tokens"))
     if tokens_in is None:
-        tokens_in = token_count(usage.get("prompt_tokens"))
-    tokens_out = token_count(usage.get("output_tokens"))
+        tokens_in = token_count(get("prompt_tokens"))
+    tokens_out = token_count(get("output_tokens"))
     if tokens_out is None:
-        tokens_out = token_count(usage.get("completion_tokens"))
-    cache_read = token_count(usage.get("cache_read_input_tokens"))
-    cache_creation = token_count(usage.get("cache_creation_input_tokens"))
+        tokens_out = token_count(get("completion_tokens"))
+    cache_read = token_count(get("cache_read_input_tokens"))
+    cache_creation = token_count(get("cache_creation_input_tokens"))
     if cache_read is not None or cache_creation is not None:
         cache_total = (cache_read or 0) + (cache_creation or 0)
         if tokens_in is not None or cache_total > 0:
             tokens_in = (tokens_in or 0) + cache_total
-    tokens_total = token_count(usage.get("total_tokens"))
+    tokens_total = token_count(get("total_tokens"))
     if tokens_total is None and tokens_in is not None and tokens_out is not None:
         tokens_total = tokens_in + tokens_out
     reasoning = _detail_count(usage, ("output_tokens_details", "completion_tokens_details"), ("reasoning_tokens",))
     if reasoning is None:
-        reasoning = token_count(usage.get("reasoning_output_tokens"))
-    return {
-        "tokens_in": tokens_in,
-        "tokens_out": tokens_out,
-        "tokens_reasoning": reasoning,
-        "tokens_total": tokens_total,
-        "cache_creation_tokens": cache_creation,
-    }
+        reasoning = token_count(get("reasoning_output_tokens"))
+    return tokens_in, tokens_out, reasoning, tokens_total, cache_creation
 
 
 def cache_signal(usage: Any) -> tuple[bool | None, int | None]:
@@ -261,14 +267,40 @@ def derived_response(exchange: Mapping[str, Any]) -> dict[str, Any]:
     The recorded ``response`` when it is an object; else the reassembled SSE stream of
     ``response_raw``; else ``{}``.
     """
-    response = exchange.get("response")
+    return _derived(exchange.get("response"), exchange.get("response_raw"), exchange.get("dialect"))
+
+
+def _derived(response: Any, raw: Any, dialect: Any) -> dict[str, Any]:
+    """:func:`derived_response` of a line's ``response``, ``response_raw`` and ``dialect`` values."""
     if isinstance(response, dict):
         return response
-    raw = exchange.get("response_raw")
     if response is None and isinstance(raw, str):
-        dialect = exchange.get("dialect")
         return reassemble(raw, dialect if isinstance(dialect, str) else None) or {}
     return {}
+
+
+LINE_VALUES = (
+    "model_call_id",
+    "dialect",
+    "model_ref",
+    "status_code",
+    "upstream_attempted",
+    "response_source",
+    "upstream_status_code",
+    "local_response_reason",
+    "started_at",
+    "completed_at",
+    "error_category",
+    "latency_ms",
+    "latency_ttft_ms",
+    "request",
+    "response",
+    "request_raw",
+    "response_raw",
+    "client_session_id",
+)
+"""The capture line's keys :func:`derive_record` reads, each once (every one of
+:data:`CAPTURE_LINE_KEYS`)."""
 
 
 def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallRecord:
@@ -282,50 +314,68 @@ def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallR
     string; the four execution fields are copied as recorded (pydantic's lax coercion applies, so
     ``"true"`` reads as true) and a ``response_source`` other than ``upstream``/``local`` fails the line.
 
-    The fields derived here have their record types by construction; when every field copied from
-    the line has its type already (the usual case: ``started_at`` a float, ``status_code`` an int,
-    ``model_ref`` ``{type, name}``), the record is made without validating them again, else pydantic
-    validates (and coerces) the whole record as upstream does. Both give the same record.
+    Each key of the line is read once (:data:`LINE_VALUES`). The fields derived here have their
+    record types by construction; when every field copied from the line has its type already (the
+    usual case: ``started_at`` a float, ``status_code`` an int, ``model_ref`` ``{type, name}``), the
+    record is made without validating them again, else pydantic validates (and coerces) the whole
+    record as upstream does. Both give the same record.
 
     Raises:
         pydantic.ValidationError: A field has a shape the record rejects (for example a ``model_ref``
             that is not ``{type: "responses_api_models", name: str}``); the line counts as unreadable.
     """
-    response = derived_response(exchange)
-    usage = response.get("usage")
+    (
+        model_call_id,
+        dialect,
+        line_model_ref,
+        status_code,
+        upstream_attempted,
+        response_source,
+        upstream_status_code,
+        local_response_reason,
+        started_at,
+        completed_at,
+        error_category,
+        latency_ms,
+        latency_ttft_ms,
+        raw_request,
+        raw_response,
+        request_raw,
+        response_raw,
+        session,
+    ) = map(exchange.get, LINE_VALUES)
+    response = _derived(raw_response, response_raw, dialect)
+    get = response.get
+    usage = get("usage")
     cache_hit, cached_tokens = cache_signal(usage)
     tool_calls, reasoning = tool_calls_and_reasoning(response)
-    raw_request = exchange.get("request")
     request = raw_request if isinstance(raw_request, dict) else None
-    model = response.get("model") or (request.get("model") if request is not None else None)
-    raw_response = exchange.get("response")
-    response_id = response.get("id")
-    status = response.get("status")
-    session = exchange.get("client_session_id")
-    request_raw = exchange.get("request_raw")
-    response_raw = exchange.get("response_raw")
-    counts = token_stats(usage)
+    model = get("model") or (request.get("model") if request is not None else None)
+    response_id = get("id")
+    status = get("status")
+    tokens_in, tokens_out, tokens_reasoning, tokens_total, cache_creation = token_counts(usage)
+    model_ref = _model_ref(line_model_ref)
     values = {
-        "model_call_id": exchange.get("model_call_id"),
+        "model_call_id": model_call_id,
         "response_id": response_id if isinstance(response_id, str) else None,
         "client_session_id": session if isinstance(session, str) else None,
         "call_index": call_index,
-        "model_ref": exchange.get("model_ref"),
+        "model_ref": line_model_ref if model_ref is _INVALID else model_ref,
         "model": model if isinstance(model, str) else None,
-        "dialect": exchange.get("dialect"),
-        "status_code": exchange.get("status_code"),
+        "dialect": dialect,
+        "status_code": status_code,
         "response_status": status if isinstance(status, str) else None,
         "finish_reason": _finish_reason(response),
-        "upstream_attempted": exchange.get("upstream_attempted"),
-        "response_source": exchange.get("response_source"),
-        "upstream_status_code": exchange.get("upstream_status_code"),
-        "local_response_reason": exchange.get("local_response_reason"),
-        "started_at": exchange.get("started_at"),
-        "completed_at": exchange.get("completed_at"),
-        "tokens_in": counts["tokens_in"],
-        "tokens_out": counts["tokens_out"],
-        "tokens_reasoning": counts["tokens_reasoning"],
-        "tokens_total": counts["tokens_total"],
+        "upstream_attempted": upstream_attempted,
+        "response_source": response_source,
+        "upstream_status_code": upstream_status_code,
+        "local_response_reason": local_response_reason,
+        "started_at": started_at,
+        "completed_at": completed_at,
+        "tokens_in": tokens_in,
+        "tokens_out": tokens_out,
+        "tokens_reasoning": tokens_reasoning,
+        "tokens_total": tokens_total,
         "request": request,
         "response": raw_response if isinstance(raw_response, dict) else None,
         "request_raw": request_raw if isinstance(request_raw, str) else None,
@@ -334,41 +384,32 @@ def derive_record(exchange: Mapping[str, Any], *, call_index: int) -> ModelCallR
         "reasoning_content": reasoning,
         "cache_hit": cache_hit,
         "cached_tokens": cached_tokens,
-        "cache_creation_tokens": counts["cache_creation_tokens"],
-        "error_category": exchange.get("error_category"),
-        "latency_total_ms": exchange.get("latency_ms"),
-        "latency_ttft_ms": exchange.get("latency_ttft_ms"),
+        "cache_creation_tokens": cache_creation,
+        "error_category": error_category,
+        "latency_total_ms": latency_ms,
+        "latency_ttft_ms": latency_ttft_ms,
     }
-    model_ref = _model_ref(values["model_ref"])
-    if model_ref is _INVALID or type(call_index) is not int or not _as_recorded(values):
+    # Validation keeps each value copied from the line as it is when it is null or of exactly the
+    # field's type (``str``, ``int``, ``bool``, ``float``; a ``response_source`` pydantic accepts).
+    if (
+        model_ref is _INVALID
+        or type(call_index) is not int
+        or not (model_call_id is None or type(model_call_id) is str)
+        or not (dialect is None or type(dialect) is str)
+        or not (status_code is None or type(status_code) is int)
+        or not (upstream_attempted is None or type(upstream_attempted) is bool)
+        or not (upstream_status_code is None or type(upstream_status_code) is int)
+        or not (local_response_reason is None or type(local_response_reason) is str)
+        or not (started_at is None or type(started_at) is float)
+        or not (completed_at is None or type(completed_at) is float)
+        or not (error_category is None or type(error_category) is str)
+        or not (latency_ms is None or type(latency_ms) is float)
+        or not (latency_ttft_ms is None or type(latency_ttft_ms) is float)
+        or response_source not in _RESPONSE_SOURCES
+    ):
         return ModelCallRecord(**values)
-    values["model_ref"] = model_ref
     return built_model(ModelCallRecord, values)
 
-
-def _as_recorded(values: dict[str, Any]) -> bool:
-    """Whether validation would keep every field copied from the line as it is."""
-    for name, kind in _COPIED_TYPES:
-        value = values[name]
-        if value is not None and type(value) is not kind:
-            return False
-    return values["response_source"] in _RESPONSE_SOURCES
-
-
-_COPIED_TYPES = (
-    ("model_call_id", str),
-    ("dialect", str),
-    ("status_code", int),
-    ("upstream_attempted", bool),
-    ("upstream_status_code", int),
-    ("local_response_reason", str),
-    ("started_at", float),
-    ("completed_at", float),
-    ("error_category", str),
-    ("latency_total_ms", float),
-    ("latency_ttft_ms", float),
-)
-"""The record fields copied from the line, each with the type pydantic keeps a value of unchanged."""
 
 _RESPONSE_SOURCES = (None, "upstream", "local")
 _INVALID = object()
