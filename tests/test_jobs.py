@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 from test_hermes_golden import materialise
+from test_opencode import materialise as materialise_opencode
 
 from conftest import FIXTURES, generated_corpus
 from ng_traj.assemble import workers
@@ -25,12 +26,14 @@ from ng_traj.assemble.pipeline import prepare
 from ng_traj.assemble.run import run_slots
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.io.atomic import interrupt
+from ng_traj.sources import sqlite_copy
 from ng_traj.writers.spool import read_payloads
 
 
-def _build(inputs: Path, out: Path, jobs: int, *extra: str) -> subprocess.CompletedProcess:
+def _build(inputs: Path, out: Path, jobs: int, *extra: str, tmp: Path | None = None) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "ng_traj", "build", str(inputs), "-o", str(out), "--jobs", str(jobs), *extra]
-    return subprocess.run(command, capture_output=True, check=False)
+    env = {**os.environ, "TMPDIR": str(tmp)} if tmp is not None else None
+    return subprocess.run(command, capture_output=True, check=False, env=env)
 
 
 def _json_lines(stdout: bytes) -> list[dict]:
@@ -140,12 +143,17 @@ def test_sigterm_kills_a_worker_only_outside_the_pools_pipes(building, reports):
 def test_a_signal_stops_a_build_with_its_shell_status_and_the_previous_output_in_place(
     tmp_path, small_corpus, signum, code, said
 ):
+    hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "inputs" / "hermes")
+    tmp = tmp_path / "inputs" / "tmp"  # the build's private copy of the state.db must not stay behind
+    tmp.mkdir()
     out = tmp_path / "out.jsonl"
     out.write_bytes(b"previous\n")
-    command = [sys.executable, "-m", "ng_traj", "build", str(small_corpus), "-o", str(out), "--jobs", "2"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command = [sys.executable, "-m", "ng_traj", "build", str(small_corpus), hermes, "-o", str(out), "--jobs", "2"]
+    environment = {**os.environ, "TMPDIR": str(tmp)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
     deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".out.jsonl.*")):  # the build is writing its output
+    copied = "ng-traj-sqlite-*/ng-traj-hermes-*/state.db"
+    while not (list(tmp_path.glob(".out.jsonl.*")) and list(tmp.glob(copied))):  # planned, writing its output
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.005)
     process.send_signal(signum)
@@ -153,7 +161,52 @@ def test_a_signal_stops_a_build_with_its_shell_status_and_the_previous_output_in
     assert process.returncode == code, stderr
     assert stderr.splitlines()[-1].endswith(said) and b"Traceback" not in stderr
     assert out.read_bytes() == b"previous\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs", "out.jsonl"]
+    assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_builds_leave_no_private_copy_of_a_database_behind(tmp_path, jobs):
+    """The copies of a Hermes ``state.db`` and an OpenCode ``opencode.db`` are removed when the build ends."""
+    hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
+    opencode = materialise_opencode(FIXTURES / "opencode" / "db_v1" / "input", tmp_path / "opencode")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    inputs = FIXTURES / "build" / "retained_run" / "input"  # with the databases' sessions, 3 chunks: 2 workers
+    result = _build(inputs, tmp_path / "out.jsonl", jobs, str(hermes), str(opencode), tmp=tmp)
+    assert result.returncode == 0, result.stderr
+    assert b"built 18 trajectories" in result.stderr
+    assert list(tmp.iterdir()) == []
+
+
+def _copy_in_child(database: Path, report: Connection) -> None:
+    os.utime(database, ns=(1, 1))  # changed since the parent copied it: the child copies it again
+    report.send(str(sqlite_copy.private_copy(database)))
+
+
+def test_a_worker_copying_a_changed_database_leaves_its_parents_copy_and_its_own_to_the_parent(tmp_path, monkeypatch):
+    """A forked worker inherits the parent's copies; one it makes again (the database changed since)
+    goes into the parent's folder, and the parent's copy stays (the worker once removed it)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setattr(sqlite_copy, "_COPIES", {})
+    monkeypatch.setitem(sqlite_copy._FOLDER, "path", None)
+    database = materialise(FIXTURES / "hermes" / "db_v1" / "input", tmp_path / "hermes") / "state.db"
+    parents = sqlite_copy.private_copy(database)
+    folder = Path(sqlite_copy.copies_folder())
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(target=_copy_in_child, args=(database, writer))
+    child.start()
+    writer.close()
+    childs = Path(reader.recv())
+    child.join()
+    assert child.exitcode == 0
+    assert parents.is_file() and childs.is_file() and childs != parents
+    assert parents.parent.parent == childs.parent.parent == folder
+    assert list(tmp.iterdir()) == [folder]
+    sqlite_copy._remove_folder(str(folder), os.getpid())  # what the parent does at exit
+    assert list(tmp.iterdir()) == []
 
 
 def test_an_interrupted_build_stops_its_workers_before_returning():

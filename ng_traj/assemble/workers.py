@@ -47,6 +47,7 @@ from ng_traj.assemble.build import BUILD_GC_THRESHOLD, BuildOptions, Encode, Out
 from ng_traj.assemble.chunks import ChunkResult, assemble_chunk
 from ng_traj.assemble.plan import Slot
 from ng_traj.io.atomic import deferred_interrupts
+from ng_traj.sources import sqlite_copy
 from ng_traj.writers.spool import SpooledPayloads, SpoolLines, read_payloads
 
 CHUNK = 8
@@ -63,9 +64,13 @@ waiting about a fifth of the time."""
 _state: dict[str, Any] = {}
 
 
-def _start(options: BuildOptions, encode: Encode, spool: str | None = None) -> None:
+def _start(options: BuildOptions, encode: Encode, spool: str | None = None, copies: str | None = None) -> None:
     """A worker's set-up: ``spool`` is the folder its chunks' pickled payloads go to (``None``: they
-    come back through the pool, or are lines ``encode`` spools itself)."""
+    come back through the pool, or are lines ``encode`` spools itself); ``copies`` the build's folder
+    of private SQLite copies (``sources/sqlite_copy.py``), which the build removes however the
+    worker ends."""
+    if copies is not None:
+        sqlite_copy.use_copies_folder(copies)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
     _state.update(options=options, encode=encode, spool=spool, parent=os.getppid(), building=False, terminated=False)
@@ -172,7 +177,7 @@ def run_parallel(
         spool = None
         if not isinstance(encode, SpoolLines):  # payloads pickled to segment files of this folder
             spool = stack.enter_context(tempfile.TemporaryDirectory(prefix="ng-traj-spool-"))
-        initargs = (options, encode, spool)
+        initargs = (options, encode, spool, sqlite_copy.copies_folder_in_use())
         pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=initargs)
         try:
             yield _results(pool, slots, jobs)
