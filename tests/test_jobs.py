@@ -238,6 +238,52 @@ def test_payloads_other_than_spooled_lines_come_through_segment_files_removed_af
     assert list(tmp_path.iterdir()) == []
 
 
+def _forkserver() -> multiprocessing.context.BaseContext:
+    """The context ``workers._context`` gives where ``fork`` is missing."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["ng_traj.assemble.workers", "ng_traj.contract.conversation"])
+    return context
+
+
+FORKSERVER_BUILD = """
+import sys
+from ng_traj.assemble import workers
+from test_jobs import _forkserver
+workers._context = _forkserver
+from ng_traj.__main__ import main
+main()
+"""
+"""``python -c`` code running ng-traj with its workers started by a fork server (arguments follow)."""
+
+
+def test_a_parallel_build_under_the_forkserver_start_method_writes_what_one_process_writes(monkeypatch):
+    """A fork server's child has the server, not the build, as its parent: the worker must not take
+    that for a build that died (every worker killed itself at start)."""
+    monkeypatch.setattr(workers, "_context", _forkserver)
+    sink = DiagnosticSink(lambda diagnostic: None)
+    inputs, slots, _ = prepare([FIXTURES / "build" / "retained_run" / "input"], sink, max_line_bytes=1 << 20)
+    written: list[bytes] = []
+    assert len(slots) > workers.CHUNK  # two chunks: two workers
+    run_slots(slots, BuildOptions(capture_enabled=inputs.capture_enabled), sink, written.append, jobs=2)
+    assert b"".join(written) == (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_bytes()
+    assert multiprocessing.active_children() == []
+
+
+def test_the_cli_under_the_forkserver_start_method_builds_databases_and_leaves_no_copy(tmp_path):
+    hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    inputs = (FIXTURES / "build" / "retained_run" / "input", hermes)
+    expected = _build(inputs[0], tmp_path / "1.jsonl", 1, str(hermes))
+    command = [sys.executable, "-c", FORKSERVER_BUILD, "build", *inputs, "-o", tmp_path / "2.jsonl", "--jobs", "2"]
+    environment = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(command, capture_output=True, check=False, env=environment)
+    assert result.returncode == expected.returncode == 0, result.stderr
+    assert result.stderr.replace(b"2.jsonl", b"1.jsonl") == expected.stderr
+    assert (tmp_path / "2.jsonl").read_bytes() == (tmp_path / "1.jsonl").read_bytes()
+    assert list(tmp.iterdir()) == []
+
+
 def _children(pid: int) -> set[int]:
     """Pids whose parent is ``pid`` (``/proc``), zombies left out."""
     found = set()
@@ -255,20 +301,34 @@ def _alive(pid: int) -> bool:
     return False
 
 
+def _descendants(pid: int) -> set[int]:
+    found, stack = set(), [pid]
+    while stack:
+        children = _children(stack.pop()) - found
+        found |= children
+        stack.extend(children)
+    return found
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
-def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path):
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path, method):
+    """Forked workers by the kernel's parent-death signal; a fork server's workers (and so the server,
+    whose pipe they hold) by watching the build."""
     corpus = generated_corpus(tmp_path / "corpus", 1500, 4, 11)
-    command = [sys.executable, "-m", "ng_traj", "build", corpus, "-o", tmp_path / "out.jsonl", "--jobs", "2"]
+    start = ["-m", "ng_traj"] if method == "fork" else ["-c", FORKSERVER_BUILD]
+    command = [sys.executable, *start, "build", corpus, "-o", tmp_path / "out.jsonl", "--jobs", "2"]
     spool = tmp_path / "tmp"  # a killed build cannot remove its spool folder: keep it out of the system's
     spool.mkdir()
-    environment = {**os.environ, "TMPDIR": str(spool)}
+    environment = {**os.environ, "TMPDIR": str(spool), "PYTHONPATH": os.pathsep.join(sys.path)}
     parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
     deadline = time.monotonic() + 60
     workers_seen: set[int] = set()
-    while not workers_seen and parent.poll() is None and time.monotonic() < deadline:
-        workers_seen = _children(parent.pid)
+    wanted = 2 if method == "fork" else 4  # the workers; and the fork server and the resource tracker
+    while len(workers_seen) < wanted and parent.poll() is None and time.monotonic() < deadline:
+        workers_seen |= _descendants(parent.pid)
         time.sleep(0.01)
-    assert workers_seen, "the build ended before its workers could be seen"
+    assert len(workers_seen) >= wanted, "the build ended before its workers could be seen"
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 10
