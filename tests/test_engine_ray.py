@@ -11,12 +11,15 @@ import platform
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import orjson
 import pytest
+from test_hermes_golden import materialise
+from test_opencode import materialise as materialise_opencode
 
 from conftest import FIXTURES, run_cli
 from ng_traj.assemble.build import BuildOptions, encode_line
@@ -158,10 +161,12 @@ def test_a_failed_projection_is_the_same_minimal_record(local_ray, tmp_path):
     assert f"{path}:1: warning[projection_failed]: rollout 0-0: projection failed (model_call_id" in report
 
 
-def _cli(*args: object, hide_ray: bool = False) -> subprocess.CompletedProcess:
+def _cli(*args: object, hide_ray: bool = False, tmp: Path | None = None) -> subprocess.CompletedProcess:
     hide = "import sys; sys.modules['ray'] = None; " if hide_ray else ""
     code = f"{hide}from ng_traj.__main__ import main; main()"
     env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    if tmp is not None:  # ng-traj's temporary folder; Ray's stays where it was (its socket paths are short)
+        env.update(TMPDIR=str(tmp), RAY_TMPDIR=os.environ.get("RAY_TMPDIR", tempfile.gettempdir()))
     return subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, check=False, env=env)
 
 
@@ -204,6 +209,22 @@ def test_a_build_that_starts_its_own_ray_writes_only_ng_trajs_output(tmp_path):
     assert lines[-1]["trajectories"] == 13
     assert out.read_bytes() == (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_bytes()
     assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]  # no segment folder or temporary file left
+
+
+def test_workers_leave_no_private_copy_of_a_database_behind(tmp_path):
+    """Ray ends its workers without their exit handlers: the copies they make of a Hermes ``state.db``
+    and an OpenCode ``opencode.db`` are made in the driver's folder, which the driver removes."""
+    _ray()
+    hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
+    opencode = materialise_opencode(FIXTURES / "opencode" / "db_v1" / "input", tmp_path / "opencode")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    out = tmp_path / "out.jsonl"
+    result = _cli("build", hermes, opencode, "-o", out, "--engine", "ray", "--jobs", "2", tmp=tmp)
+    assert result.returncode == 0, result.stderr
+    assert run_cli("build", hermes, opencode, "-o", tmp_path / "local.jsonl").exit_code == 0
+    assert out.read_bytes() == (tmp_path / "local.jsonl").read_bytes()
+    assert list(tmp.iterdir()) == []
 
 
 def test_a_usage_error_met_in_a_task_is_said_as_with_the_local_engine(tmp_path):

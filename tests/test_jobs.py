@@ -17,6 +17,7 @@ from pathlib import Path
 import orjson
 import pytest
 from test_hermes_golden import materialise
+from test_opencode import materialise as materialise_opencode
 
 from conftest import FIXTURES, generated_corpus
 from ng_traj.assemble import workers
@@ -25,12 +26,14 @@ from ng_traj.assemble.pipeline import prepare
 from ng_traj.assemble.run import run_slots
 from ng_traj.diagnostics import DiagnosticSink
 from ng_traj.io.atomic import interrupt
+from ng_traj.sources import sqlite_copy
 from ng_traj.writers.spool import read_payloads
 
 
-def _build(inputs: Path, out: Path, jobs: int, *extra: str) -> subprocess.CompletedProcess:
+def _build(inputs: Path, out: Path, jobs: int, *extra: str, tmp: Path | None = None) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "ng_traj", "build", str(inputs), "-o", str(out), "--jobs", str(jobs), *extra]
-    return subprocess.run(command, capture_output=True, check=False)
+    env = {**os.environ, "TMPDIR": str(tmp)} if tmp is not None else None
+    return subprocess.run(command, capture_output=True, check=False, env=env)
 
 
 def _json_lines(stdout: bytes) -> list[dict]:
@@ -140,12 +143,17 @@ def test_sigterm_kills_a_worker_only_outside_the_pools_pipes(building, reports):
 def test_a_signal_stops_a_build_with_its_shell_status_and_the_previous_output_in_place(
     tmp_path, small_corpus, signum, code, said
 ):
+    hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "inputs" / "hermes")
+    tmp = tmp_path / "inputs" / "tmp"  # the build's private copy of the state.db must not stay behind
+    tmp.mkdir()
     out = tmp_path / "out.jsonl"
     out.write_bytes(b"previous\n")
-    command = [sys.executable, "-m", "ng_traj", "build", str(small_corpus), "-o", str(out), "--jobs", "2"]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    command = [sys.executable, "-m", "ng_traj", "build", str(small_corpus), hermes, "-o", str(out), "--jobs", "2"]
+    environment = {**os.environ, "TMPDIR": str(tmp)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=environment)
     deadline = time.monotonic() + 120
-    while not list(tmp_path.glob(".out.jsonl.*")):  # the build is writing its output
+    copied = "ng-traj-sqlite-*/ng-traj-hermes-*/state.db"
+    while not (list(tmp_path.glob(".out.jsonl.*")) and list(tmp.glob(copied))):  # planned, writing its output
         assert process.poll() is None and time.monotonic() < deadline, process.communicate()
         time.sleep(0.005)
     process.send_signal(signum)
@@ -153,7 +161,52 @@ def test_a_signal_stops_a_build_with_its_shell_status_and_the_previous_output_in
     assert process.returncode == code, stderr
     assert stderr.splitlines()[-1].endswith(said) and b"Traceback" not in stderr
     assert out.read_bytes() == b"previous\n"
-    assert [p.name for p in tmp_path.iterdir()] == ["out.jsonl"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["inputs", "out.jsonl"]
+    assert list(tmp.iterdir()) == []
+
+
+@pytest.mark.parametrize("jobs", [1, 2])
+def test_builds_leave_no_private_copy_of_a_database_behind(tmp_path, jobs):
+    """The copies of a Hermes ``state.db`` and an OpenCode ``opencode.db`` are removed when the build ends."""
+    hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
+    opencode = materialise_opencode(FIXTURES / "opencode" / "db_v1" / "input", tmp_path / "opencode")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    inputs = FIXTURES / "build" / "retained_run" / "input"  # with the databases' sessions, 3 chunks: 2 workers
+    result = _build(inputs, tmp_path / "out.jsonl", jobs, str(hermes), str(opencode), tmp=tmp)
+    assert result.returncode == 0, result.stderr
+    assert b"built 18 trajectories" in result.stderr
+    assert list(tmp.iterdir()) == []
+
+
+def _copy_in_child(database: Path, report: Connection) -> None:
+    os.utime(database, ns=(1, 1))  # changed since the parent copied it: the child copies it again
+    report.send(str(sqlite_copy.private_copy(database)))
+
+
+def test_a_worker_copying_a_changed_database_leaves_its_parents_copy_and_its_own_to_the_parent(tmp_path, monkeypatch):
+    """A forked worker inherits the parent's copies; one it makes again (the database changed since)
+    goes into the parent's folder, and the parent's copy stays (the worker once removed it)."""
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp))
+    monkeypatch.setattr(sqlite_copy, "_COPIES", {})
+    monkeypatch.setitem(sqlite_copy._FOLDER, "path", None)
+    database = materialise(FIXTURES / "hermes" / "db_v1" / "input", tmp_path / "hermes") / "state.db"
+    parents = sqlite_copy.private_copy(database)
+    folder = Path(sqlite_copy.copies_folder())
+    reader, writer = multiprocessing.Pipe(duplex=False)
+    child = multiprocessing.get_context("fork").Process(target=_copy_in_child, args=(database, writer))
+    child.start()
+    writer.close()
+    childs = Path(reader.recv())
+    child.join()
+    assert child.exitcode == 0
+    assert parents.is_file() and childs.is_file() and childs != parents
+    assert parents.parent.parent == childs.parent.parent == folder
+    assert list(tmp.iterdir()) == [folder]
+    sqlite_copy._remove_folder(str(folder), os.getpid())  # what the parent does at exit
+    assert list(tmp.iterdir()) == []
 
 
 def test_an_interrupted_build_stops_its_workers_before_returning():
@@ -185,6 +238,52 @@ def test_payloads_other_than_spooled_lines_come_through_segment_files_removed_af
     assert list(tmp_path.iterdir()) == []
 
 
+def _forkserver() -> multiprocessing.context.BaseContext:
+    """The context ``workers._context`` gives where ``fork`` is missing."""
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["ng_traj.assemble.workers", "ng_traj.contract.conversation"])
+    return context
+
+
+FORKSERVER_BUILD = """
+import sys
+from ng_traj.assemble import workers
+from test_jobs import _forkserver
+workers._context = _forkserver
+from ng_traj.__main__ import main
+main()
+"""
+"""``python -c`` code running ng-traj with its workers started by a fork server (arguments follow)."""
+
+
+def test_a_parallel_build_under_the_forkserver_start_method_writes_what_one_process_writes(monkeypatch):
+    """A fork server's child has the server, not the build, as its parent: the worker must not take
+    that for a build that died (every worker killed itself at start)."""
+    monkeypatch.setattr(workers, "_context", _forkserver)
+    sink = DiagnosticSink(lambda diagnostic: None)
+    inputs, slots, _ = prepare([FIXTURES / "build" / "retained_run" / "input"], sink, max_line_bytes=1 << 20)
+    written: list[bytes] = []
+    assert len(slots) > workers.CHUNK  # two chunks: two workers
+    run_slots(slots, BuildOptions(capture_enabled=inputs.capture_enabled), sink, written.append, jobs=2)
+    assert b"".join(written) == (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_bytes()
+    assert multiprocessing.active_children() == []
+
+
+def test_the_cli_under_the_forkserver_start_method_builds_databases_and_leaves_no_copy(tmp_path):
+    hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    inputs = (FIXTURES / "build" / "retained_run" / "input", hermes)
+    expected = _build(inputs[0], tmp_path / "1.jsonl", 1, str(hermes))
+    command = [sys.executable, "-c", FORKSERVER_BUILD, "build", *inputs, "-o", tmp_path / "2.jsonl", "--jobs", "2"]
+    environment = {**os.environ, "TMPDIR": str(tmp), "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(command, capture_output=True, check=False, env=environment)
+    assert result.returncode == expected.returncode == 0, result.stderr
+    assert result.stderr.replace(b"2.jsonl", b"1.jsonl") == expected.stderr
+    assert (tmp_path / "2.jsonl").read_bytes() == (tmp_path / "1.jsonl").read_bytes()
+    assert list(tmp.iterdir()) == []
+
+
 def _children(pid: int) -> set[int]:
     """Pids whose parent is ``pid`` (``/proc``), zombies left out."""
     found = set()
@@ -202,20 +301,34 @@ def _alive(pid: int) -> bool:
     return False
 
 
+def _descendants(pid: int) -> set[int]:
+    found, stack = set(), [pid]
+    while stack:
+        children = _children(stack.pop()) - found
+        found |= children
+        stack.extend(children)
+    return found
+
+
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
-def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path):
+@pytest.mark.parametrize("method", ["fork", "forkserver"])
+def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path, method):
+    """Forked workers by the kernel's parent-death signal; a fork server's workers (and so the server,
+    whose pipe they hold) by watching the build."""
     corpus = generated_corpus(tmp_path / "corpus", 1500, 4, 11)
-    command = [sys.executable, "-m", "ng_traj", "build", corpus, "-o", tmp_path / "out.jsonl", "--jobs", "2"]
+    start = ["-m", "ng_traj"] if method == "fork" else ["-c", FORKSERVER_BUILD]
+    command = [sys.executable, *start, "build", corpus, "-o", tmp_path / "out.jsonl", "--jobs", "2"]
     spool = tmp_path / "tmp"  # a killed build cannot remove its spool folder: keep it out of the system's
     spool.mkdir()
-    environment = {**os.environ, "TMPDIR": str(spool)}
+    environment = {**os.environ, "TMPDIR": str(spool), "PYTHONPATH": os.pathsep.join(sys.path)}
     parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
     deadline = time.monotonic() + 60
     workers_seen: set[int] = set()
-    while not workers_seen and parent.poll() is None and time.monotonic() < deadline:
-        workers_seen = _children(parent.pid)
+    wanted = 2 if method == "fork" else 4  # the workers; and the fork server and the resource tracker
+    while len(workers_seen) < wanted and parent.poll() is None and time.monotonic() < deadline:
+        workers_seen |= _descendants(parent.pid)
         time.sleep(0.01)
-    assert workers_seen, "the build ended before its workers could be seen"
+    assert len(workers_seen) >= wanted, "the build ended before its workers could be seen"
     parent.kill()
     parent.wait()
     deadline = time.monotonic() + 10

@@ -47,6 +47,7 @@ from ng_traj.assemble.run import BuildTally, young_collections
 from ng_traj.diagnostics import DiagnosticSink, RunError
 from ng_traj.io.atomic import STDOUT, atomic_directory, atomic_file, check_interrupted
 from ng_traj.roles import RoleTally
+from ng_traj.sources import sqlite_copy
 from ng_traj.writers.dataset_paths import MANIFEST, TABLE_NAMES
 from ng_traj.writers.spool import spool_appender
 
@@ -130,10 +131,18 @@ def _parquet_chunk(
         shutil.rmtree(scratch, ignore_errors=True)
 
 
-def _map_chunks(batch: dict[str, Any], options: BuildOptions, target: ChunkTarget) -> dict[str, Any]:
+def _map_chunks(
+    batch: dict[str, Any], options: BuildOptions, target: ChunkTarget, copies: str | None = None
+) -> dict[str, Any]:
     """The ``map_batches`` function: one chunk in (pickled slots), its pickled :class:`ChunkResult` out,
     or the :class:`RunError` that stopped it (a usage error met while building, such as a ``--redact``
-    mask the contract rejects: returned, so that Ray neither retries it nor wraps it)."""
+    mask the contract rejects: returned, so that Ray neither retries it nor wraps it).
+
+    ``copies`` is the driver's folder of private SQLite copies (``sources/sqlite_copy.py``): a worker
+    on the driver's machine makes its copies there, so that the driver removes them (Ray ends its
+    workers without their exit handlers)."""
+    if copies is not None:
+        sqlite_copy.use_copies_folder(copies)
     results = []
     for chunk, slots in zip(batch["chunk"], batch["slots"], strict=True):
         try:
@@ -270,7 +279,7 @@ def _results(
             _map_chunks,
             batch_size=1,
             batch_format="numpy",
-            fn_kwargs={"options": options, "target": target},
+            fn_kwargs={"options": options, "target": target, "copies": sqlite_copy.copies_folder_in_use()},
             concurrency=concurrency,
             max_retries=MAX_RETRIES,
             retry_exceptions=[OSError],

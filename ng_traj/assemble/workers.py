@@ -12,7 +12,8 @@ whatever the corpus size.
 
 Workers are forked where the platform can (they start at once with the build modules loaded and
 only ever use their own sink, never the parent's console or outputs), else started by a fork
-server that has imported the build modules.
+server that has imported the build modules; either way a worker dies with the build, however the
+build dies (``_die_with_parent``).
 
 Interrupts are the parent's to handle. Ctrl-C and ``kill -- -PGID`` reach the whole process group,
 and a forked worker would inherit the parent's handler that turns SIGTERM into
@@ -35,9 +36,11 @@ import dataclasses
 import gc
 import multiprocessing
 import os
+import select
 import signal
 import sys
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -47,6 +50,7 @@ from ng_traj.assemble.build import BUILD_GC_THRESHOLD, BuildOptions, Encode, Out
 from ng_traj.assemble.chunks import ChunkResult, assemble_chunk
 from ng_traj.assemble.plan import Slot
 from ng_traj.io.atomic import deferred_interrupts
+from ng_traj.sources import sqlite_copy
 from ng_traj.writers.spool import SpooledPayloads, SpoolLines, read_payloads
 
 CHUNK = 8
@@ -63,12 +67,28 @@ waiting about a fifth of the time."""
 _state: dict[str, Any] = {}
 
 
-def _start(options: BuildOptions, encode: Encode, spool: str | None = None) -> None:
+def _start(
+    options: BuildOptions, encode: Encode, spool: str | None = None, copies: str | None = None, method: str = "fork"
+) -> None:
     """A worker's set-up: ``spool`` is the folder its chunks' pickled payloads go to (``None``: they
-    come back through the pool, or are lines ``encode`` spools itself)."""
+    come back through the pool, or are lines ``encode`` spools itself); ``copies`` the build's folder
+    of private SQLite copies (``sources/sqlite_copy.py``), which the build removes however the
+    worker ends; ``method`` the start method of the pool (``fork``: the build is this worker's
+    parent; ``forkserver``: a fork server is)."""
+    if copies is not None:
+        sqlite_copy.use_copies_folder(copies)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
-    _state.update(options=options, encode=encode, spool=spool, parent=os.getppid(), building=False, terminated=False)
+    build = multiprocessing.parent_process()
+    _state.update(
+        options=options,
+        encode=encode,
+        spool=spool,
+        build=build.pid if build is not None else os.getppid(),
+        forked=method == "fork",
+        building=False,
+        terminated=False,
+    )
     _die_with_parent()
     gc.freeze()
     gc.set_threshold(*BUILD_GC_THRESHOLD)
@@ -79,28 +99,67 @@ PR_SET_PDEATHSIG = 1
 
 
 def _die_with_parent() -> None:
-    """Have the kernel kill this worker when the parent dies, however it dies (``SIGKILL`` included,
-    which no handler of the parent sees), so that no worker outlives the build.
+    """Have this worker killed when the build dies, however it dies (``SIGKILL`` included, which no
+    handler of the build sees), so that no worker outlives the build. Linux only.
 
-    Linux only (``prctl(PR_SET_PDEATHSIG, SIGKILL)``); elsewhere an orphaned worker ends at its next
-    SIGTERM or when the pool's pipe closes. A parent that died before the call is caught by comparing
-    the parent's pid with the one the worker was forked from.
+    A worker forked by the build has the kernel kill it when its parent dies
+    (``prctl(PR_SET_PDEATHSIG, SIGKILL)``); a build that died before the call is caught by comparing
+    the parent's pid with the build's. A worker started by a fork server is that server's child, not
+    the build's: the server outlives the build while a worker holds its pipe, and dies with a SIGTERM
+    sent to the process group, which must not kill a worker in the middle of a message. So such a
+    worker watches the build itself: a thread waits on a pidfd of the build (``os.pidfd_open``,
+    Linux 5.3) and kills the worker when the build ends; a build already gone kills it at once.
+    Elsewhere (or without pidfds) an orphaned worker ends at its next SIGTERM or when the pool's pipe
+    closes.
     """
     if not sys.platform.startswith("linux"):
+        return
+    build = _state["build"]
+    if not _state["forked"]:
+        _watch(build)
         return
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return
-    parent = multiprocessing.parent_process()
-    if parent is not None and os.getppid() != parent.pid:
+    if os.getppid() != build:
         os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _watch(build: int) -> None:
+    """Kill this worker when process ``build`` ends (a daemon thread waiting on its pidfd)."""
+    try:
+        pidfd = os.pidfd_open(build)
+    except ProcessLookupError:
+        os.kill(os.getpid(), signal.SIGKILL)
+        return
+    except (OSError, AttributeError):  # no pidfds (a kernel before 5.3)
+        return
+    threading.Thread(target=_kill_when_ready, args=(pidfd,), name="ng-traj-build-watch", daemon=True).start()
+
+
+def _kill_when_ready(pidfd: int) -> None:
+    select.select([pidfd], [], [])  # readable once the process has ended
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+def _orphaned() -> bool:
+    """True once the build is gone (nobody reads the pool's pipes any more)."""
+    if _state["forked"]:
+        return os.getppid() != _state["build"]
+    try:
+        os.kill(_state["build"], 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # a process of another user took the pid
+        return True
+    return False
 
 
 def _terminated(signum: int, frame: object) -> None:
     """SIGTERM in a worker: die now unless a message is on its way through the pool's pipes."""
-    if _state["building"] or os.getppid() != _state["parent"]:
+    if _state["building"] or _orphaned():
         _die()
     _state["terminated"] = True
 
@@ -172,8 +231,9 @@ def run_parallel(
         spool = None
         if not isinstance(encode, SpoolLines):  # payloads pickled to segment files of this folder
             spool = stack.enter_context(tempfile.TemporaryDirectory(prefix="ng-traj-spool-"))
-        initargs = (options, encode, spool)
-        pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=initargs)
+        context = _context()
+        initargs = (options, encode, spool, sqlite_copy.copies_folder_in_use(), context.get_start_method())
+        pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_start, initargs=initargs)
         try:
             yield _results(pool, slots, jobs)
         finally:

@@ -12,10 +12,21 @@ Reading: the database and its ``-wal``/``-shm`` files are copied into a temporar
 is opened read-only, so the original and its folder are never touched and a live writer is never
 blocked (uncommitted WAL frames are ignored by SQLite itself). One copy serves the index and every
 load of a build; it is made again only when the files change (size or modification time).
+
+Where copies go: every copy is a folder of its own inside one folder per build, :func:`copies_folder`
+(``ng-traj-sqlite-*`` in the system's temporary folder), which the process that made it removes with
+everything in it when it exits, an interrupted build included. Worker processes never own copies:
+forked ones inherit the folder and the copies made before the fork, others (a fork server's, Ray's)
+are given the folder (:func:`use_copies_folder`), so that a copy a worker makes is removed by the build
+however the worker ends (multiprocessing and Ray end their workers without the interpreter's exit
+handlers, which left one folder per worker and copy behind). A worker whose copy replaces an inherited
+one leaves that copy in place, since it is the parent's.
 """
 
 from __future__ import annotations
 
+import atexit
+import os
 import shutil
 import sqlite3
 import tempfile
@@ -87,7 +98,46 @@ def database_kind(path: Path) -> str | None:
     return "other"
 
 
-_COPIES: dict[str, tuple[tuple[Any, ...], tempfile.TemporaryDirectory[str], Path]] = {}
+_COPIES: dict[str, tuple[tuple[Any, ...], Path]] = {}
+_FOLDER: dict[str, Any] = {"path": None}
+
+
+def copies_folder() -> str:
+    """The folder this process makes its private copies in (made on first use).
+
+    One made here is removed, with every copy in it, when this process exits (``atexit``; a forked
+    child that inherits it never removes it). A folder given by :func:`use_copies_folder` is its
+    maker's to remove.
+
+    Raises:
+        OSError: The folder could not be made.
+    """
+    folder = _FOLDER["path"]
+    if folder is None or not os.path.isdir(folder):
+        folder = tempfile.mkdtemp(prefix="ng-traj-sqlite-")
+        atexit.register(_remove_folder, folder, os.getpid())
+        _FOLDER["path"] = folder
+    return folder
+
+
+def copies_folder_in_use() -> str | None:
+    """The folder this process's copies are in, ``None`` before the first (what a build gives its
+    workers: a worker can only meet a database the build's index has copied already)."""
+    folder = _FOLDER["path"]
+    return folder if folder is not None and os.path.isdir(folder) else None
+
+
+def use_copies_folder(folder: str) -> None:
+    """Make this process's copies in ``folder``, another process's :func:`copies_folder` (a worker is
+    given its build's); ignored when ``folder`` is not there (a Ray worker on another machine), the
+    copies then go to a folder of this process's own."""
+    if os.path.isdir(folder):
+        _FOLDER["path"] = folder
+
+
+def _remove_folder(folder: str, owner: int) -> None:
+    if os.getpid() == owner:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _signature(path: Path) -> tuple[Any, ...]:
@@ -96,7 +146,8 @@ def _signature(path: Path) -> tuple[Any, ...]:
 
 
 def private_copy(path: Path, prefix: str = "ng-traj-sqlite-") -> Path:
-    """A read-only-usable copy of the database and its sidecars in a temporary folder (cached).
+    """A read-only-usable copy of the database and its sidecars, in a folder ``<prefix>*`` of
+    :func:`copies_folder` (cached while the files and the copy are unchanged).
 
     Raises:
         SqliteCopyError: The files could not be read or copied.
@@ -105,16 +156,16 @@ def private_copy(path: Path, prefix: str = "ng-traj-sqlite-") -> Path:
     try:
         signature = _signature(path)
         cached = _COPIES.get(key)
-        if cached is not None and cached[0] == signature:
-            return cached[2]
-        folder = tempfile.TemporaryDirectory(prefix=prefix)
-        copy = Path(folder.name) / path.name
+        if cached is not None and cached[0] == signature and cached[1].is_file():
+            return cached[1]
+        folder = tempfile.mkdtemp(prefix=prefix, dir=copies_folder())
+        copy = Path(folder) / path.name
         shutil.copyfile(path, copy)
         for sidecar in sidecars(path):
-            shutil.copyfile(sidecar, Path(folder.name) / sidecar.name)
+            shutil.copyfile(sidecar, Path(folder) / sidecar.name)
     except OSError as exc:
         raise SqliteCopyError(f"cannot copy the database ({exc.strerror or type(exc).__name__})") from exc
-    _COPIES[key] = (signature, folder, copy)
+    _COPIES[key] = (signature, copy)
     return copy
 
 
