@@ -204,6 +204,11 @@ class OpenClawReader:
         (``pi/session.scan_header``), and a unit's response ids only if attribution asks them (the
         unit's ``scan_ids``: a unit the manifest or a rollout folder places needs none), so a caller
         that takes each unit as it comes (``native.index_units``) never holds the ids of every session.
+
+        ``files`` are kept as text (``str`` of each), which must be as ``str`` of a ``Path`` gives it
+        (a build's, or ``Path`` objects): the stores' agents roots and the files' types are worked out
+        on the text (``_agents_root_text``, ``_is_json``), and ``Path`` objects are made only of one
+        root's stores while its trees are made, so the index holds no ``Path`` per file.
         """
         stores_by_root: dict[str, list[str]] = {}  # the files as text: no Path (and its parts) held per file
         transcripts = []
