@@ -303,3 +303,51 @@ def test_a_transcript_in_a_sibling_folder_sharing_the_agents_folders_name_is_out
         assert not _usable(sibling / "s.jsonl", root)
         assert not _usable(agents / "main" / "sessions" / ".." / ".." / ".." / "agents-old" / "s.jsonl", root)
         assert _usable(sibling / "s.jsonl", Path("/"))  # everything lies inside the root folder
+
+
+def _pinchbench_run_of_path(path: Path) -> str | None:
+    """``reader.pinchbench_run`` by ``Path`` attributes (what it did before it read text)."""
+    from ng_traj.io.compression import logical_name
+
+    name = logical_name(path.name)
+    stem, folder = name.removesuffix(".jsonl"), path.parent.name
+    if name.endswith(".jsonl") and folder.startswith(f"{stem}_") and len(folder) > len(stem) + 1:
+        return folder[len(stem) + 1 :]
+    return None
+
+
+def test_the_index_reads_paths_as_text_as_it_would_read_their_path_objects():
+    """Indexing keeps its files as text (no ``Path`` per file): the agents root of a store, whether a
+    file is a store, a PinchBench run id and the roots' order, worked out on the text as ``str`` of a
+    ``Path`` gives it, are those of the ``Path``."""
+    from ng_traj.io.files import path_order
+    from ng_traj.sources.openclaw.reader import _agents_root, _agents_root_text, _is_json, pinchbench_run
+
+    texts = [
+        "/r/agents/main/sessions/sessions.json",
+        "agents/main/sessions/sessions.json",
+        "main/sessions/sessions.json",
+        "sessions/sessions.json",
+        "sessions.json",
+        "/sessions/sessions.json",
+        "//host/sessions/sessions.json",
+        "/r/a/other.json",
+        "/r/a/sessions/store.json",
+        "/r/a/.json",
+        "/r/a/..json",
+        "/r/a/x.json.gz",
+        "/r/a/x.jsonl",
+        "/r/task_run7/task.jsonl",
+        "/r/task_run7/task.jsonl.gz",
+        "task_/task.jsonl",
+        "task.jsonl",
+        "/task_x/task.jsonl",
+    ]
+    for text in texts:
+        path = Path(text)
+        assert str(path) == text
+        assert _agents_root_text(text) == str(_agents_root(path)), text
+        assert _is_json(text) == (path.suffix == ".json"), text
+        assert pinchbench_run(text) == pinchbench_run(path) == _pinchbench_run_of_path(path), text
+    roots = ["/r/a/b", "/r/a-b", "/r/a/b/c", "/r/a", "a", "."]
+    assert sorted(roots, key=path_order) == [str(p) for p in sorted(map(Path, roots))]

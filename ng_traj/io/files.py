@@ -171,12 +171,13 @@ def is_regular(path: Path) -> bool:
         return False
 
 
-def is_link(path: Path) -> bool:
-    """``Path.is_symlink`` of ``path``, without an ``lstat`` for a file :func:`note_regular` was told of."""
+def is_link(path: str | Path) -> bool:
+    """``Path.is_symlink`` of ``path`` (a ``Path``, or its text), without an ``lstat`` (nor a ``Path``
+    made of text) for a file :func:`note_regular` was told of."""
     files = _REGULAR.get()
     if files is not None and str(path) in files:
         return False
-    return path.is_symlink()
+    return Path(path).is_symlink()
 
 
 def resolved(path: Path) -> Path:

@@ -24,6 +24,7 @@ hold that no transcript before them holds counts.
 from __future__ import annotations
 
 import itertools
+import os
 from collections.abc import Iterator, Sequence
 from functools import partial
 from pathlib import Path
@@ -34,11 +35,10 @@ import orjson
 from ng_traj.contract import AgentInvocation, ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import CompressedStreamError, logical_name, open_input
-from ng_traj.io.files import is_link, resolved_folders
+from ng_traj.io.files import is_link, path_order, resolved_folders
 from ng_traj.sources.native import (
     NativeObservations,
     NativeUnit,
-    as_paths,
     folders_of,
     observation_bundle,
     register,
@@ -103,10 +103,12 @@ def is_pi_family(first: Any) -> bool:
     return kind in PI_ENTRY_TYPES and "id" in first and "parentId" in first
 
 
-def pinchbench_run(path: Path) -> str | None:
-    """The run id of a PinchBench root transcript ``<task>_<run_id>/<task>.jsonl``, else ``None``."""
-    name = logical_name(path.name)
-    stem, folder = name.removesuffix(".jsonl"), path.parent.name
+def pinchbench_run(path: str | Path) -> str | None:
+    """The run id of a PinchBench root transcript ``<task>_<run_id>/<task>.jsonl``, else ``None``; a path
+    as text must be as ``str`` of a ``Path`` gives it (no ``.`` part, doubled or trailing separator)."""
+    text = os.fspath(path)
+    name = logical_name(os.path.basename(text))
+    stem, folder = name.removesuffix(".jsonl"), os.path.basename(os.path.dirname(text))
     if name.endswith(".jsonl") and folder.startswith(f"{stem}_") and len(folder) > len(stem) + 1:
         return folder[len(stem) + 1 :]
     return None
@@ -160,6 +162,27 @@ def _agents_root(store: Path) -> Path:
     return store.parent
 
 
+def _parent_text(path: str) -> str:
+    """``str(Path(path).parent)`` of a path as text as ``str`` of a ``Path`` gives it, without a ``Path``."""
+    return os.path.dirname(path) or "."
+
+
+def _agents_root_text(store: str) -> str:
+    """``str(_agents_root(Path(store)))`` of a store's path as text as ``str`` of a ``Path`` gives it
+    (a build's), without a ``Path``: indexing holds no ``Path`` (and its interned parts) per file."""
+    folder = _parent_text(store)
+    if os.path.basename(folder) == "sessions" and os.path.basename(store) == "sessions.json":
+        return _parent_text(_parent_text(folder))
+    return folder
+
+
+def _is_json(path: str) -> bool:
+    """``Path(path).suffix == ".json"`` of a path as text, without a ``Path``: the name ends with
+    ``.json`` after at least one other character."""
+    name = os.path.basename(path)
+    return name.endswith(".json") and len(name) > len(".json")
+
+
 class OpenClawReader:
     """The OpenClaw reader (``sources/native.py`` contract)."""
 
@@ -181,28 +204,32 @@ class OpenClawReader:
         (``pi/session.scan_header``), and a unit's response ids only if attribution asks them (the
         unit's ``scan_ids``: a unit the manifest or a rollout folder places needs none), so a caller
         that takes each unit as it comes (``native.index_units``) never holds the ids of every session.
+
+        ``files`` are kept as text (``str`` of each), which must be as ``str`` of a ``Path`` gives it
+        (a build's, or ``Path`` objects): the stores' agents roots and the files' types are worked out
+        on the text (``_agents_root_text``, ``_is_json``), and ``Path`` objects are made only of one
+        root's stores while its trees are made, so the index holds no ``Path`` per file.
         """
-        files = as_paths(files)  # a build gives text
-        stores_by_root: dict[Path, list[Path]] = {}
+        stores_by_root: dict[str, list[str]] = {}  # the files as text: no Path (and its parts) held per file
         transcripts = []
-        for file in files:
+        for file in map(str, files):  # a build gives text, kept as it is
             if is_link(file):
                 message = "symlinked session file refused (it may point outside the agents folder)"
-                sink.add(Diagnostic("warning", "session_path_refused", message, path=str(file)))
-            elif file.suffix == ".json":
-                stores_by_root.setdefault(_agents_root(file), []).append(file)
+                sink.add(Diagnostic("warning", "session_path_refused", message, path=file))
+            elif _is_json(file):
+                stores_by_root.setdefault(_agents_root_text(file), []).append(file)
             else:
                 transcripts.append(file)
         used: set[str] = set()
-        covered: dict[Path, set[str]] = {}
+        covered: dict[str, set[str]] = {}  # by agents root, as text
         scans = _Scans()
         for transcript in transcripts:
             if pinchbench_run(transcript) is not None:
-                yield self._pinchbench(transcript, sink, used, covered, scans)
-        headers = {t: scans.header(t).session_id for t in transcripts if str(t) not in used}
-        for root in sorted(stores_by_root):  # each root's stores and covered keys let go once its trees are made
-            store_paths = stores_by_root.pop(root)
-            stores = read_stores(store_paths, root, sink)
+                yield self._pinchbench(Path(transcript), sink, used, covered, scans)
+        headers = {t: scans.header(t).session_id for t in transcripts if t not in used}
+        for root in sorted(stores_by_root, key=path_order):  # Path order; a root's Paths live while its trees are made
+            store_paths = [Path(store) for store in stores_by_root.pop(root)]
+            stores = read_stores(store_paths, Path(root), sink)
             for entry, path in adopt_renamed(stores, headers):
                 message = (
                     f"session {entry.key}: transcript {path.name} read for it (its header carries session id "
@@ -213,7 +240,7 @@ class OpenClawReader:
         yield from _loose(transcripts, sink, used, scans)
 
     def _pinchbench(
-        self, transcript: Path, sink: DiagnosticSink, used: set[str], covered: dict[Path, set[str]], scans: _Scans
+        self, transcript: Path, sink: DiagnosticSink, used: set[str], covered: dict[str, set[str]], scans: _Scans
     ) -> NativeUnit:
         agents = transcript.parent / "openclaw_sessions" / "agents"
         stores = read_stores(_pinchbench_stores(agents), agents, DiagnosticSink())
@@ -222,7 +249,7 @@ class OpenClawReader:
         root = _root_key(stores, scans.header(transcript).session_id)
         if root is not None:
             nodes, _ = discover_tree(stores, root, transcript)
-            covered.setdefault(agents, set()).update(node.key for node in nodes)
+            covered.setdefault(str(agents), set()).update(node.key for node in nodes)
             paths += [node.transcript for node in nodes[1:] if node.transcript is not None]
             paths += [checkpoint for node in nodes for checkpoint in node.checkpoints]
             hints.append(("root", root))
@@ -308,14 +335,15 @@ class OpenClawReader:
         return _bundle(observed, gaps)
 
 
-def _loose(transcripts: list[Path], sink: DiagnosticSink, used: set[str], scans: _Scans) -> list[NativeUnit]:
-    """Units of the transcripts no store or PinchBench run took: one per transcript, except that a
-    fork (header ``parentSession`` naming another of them) joins its parent's unit (mode ``forks``)."""
-    loose = {str(path): scans.header(path) for path in transcripts if str(path) not in used}
+def _loose(transcripts: list[str], sink: DiagnosticSink, used: set[str], scans: _Scans) -> list[NativeUnit]:
+    """Units of the transcripts (as text) no store or PinchBench run took: one per transcript, except
+    that a fork (header ``parentSession`` naming another of them) joins its parent's unit (mode
+    ``forks``)."""
+    loose = {path: scans.header(path) for path in transcripts if path not in used}
     units = []
     for root, names in fork_trees(fork_parents(loose)).items():
         mode = "single" if len(names) == 1 else "forks"
-        units.append(_unit(mode, [Path(name) for name in names], scans, used, (("transcript", root),)))
+        units.append(_unit(mode, names, scans, used, (("transcript", root),)))
     return units
 
 
@@ -331,12 +359,13 @@ class _Scans:
     def __init__(self) -> None:
         self._seen: dict[str, Session] = {}
 
-    def header(self, path: Path) -> Session:
+    def header(self, path: str | Path) -> Session:
         """The transcript at ``path`` without its entries, its header cut to what forks need
         (``forks.fork_header``)."""
-        found = self._seen.get(str(path))
+        text = str(path)
+        found = self._seen.get(text)
         if found is None:
-            found = self._seen[str(path)] = fork_header(scan_header(path))
+            found = self._seen[text] = fork_header(scan_header(text))
         return found
 
 
@@ -351,7 +380,7 @@ def _root_key(stores: Stores, session_id: str) -> str | None:
 
 def _unit(
     mode: str,
-    paths: Sequence[Path],
+    paths: Sequence[str | Path],
     scans: _Scans,
     used: set[str],
     hints: tuple[tuple[str, str], ...],
@@ -359,11 +388,12 @@ def _unit(
     run_ids: frozenset[str] = frozenset(),
     anchor: Path | None = None,
 ) -> NativeUnit:
-    transcripts = [path for path in paths if path.suffix != ".json"]
-    used.update(str(path) for path in transcripts)
-    scan = partial(scanned_ids, tuple(str(path) for path in transcripts))  # read if attribution asks
-    unit_key = key or (scans.header(transcripts[0]).session_id if transcripts else Path(paths[0]).stem)
-    names = tuple(sorted(dict.fromkeys(str(path) for path in paths)))
+    texts = [str(path) for path in paths]
+    transcripts = [path for path in texts if not _is_json(path)]
+    used.update(transcripts)
+    scan = partial(scanned_ids, tuple(transcripts))  # read if attribution asks
+    unit_key = key or (scans.header(transcripts[0]).session_id if transcripts else Path(texts[0]).stem)
+    names = tuple(sorted(dict.fromkeys(texts)))
     first = str(anchor or (transcripts[0] if transcripts else paths[0]))
     hints = (("mode", mode), *hints)
     return NativeUnit("openclaw", unit_key, names, (), folders_of(names), run_ids, hints, first, scan)

@@ -28,6 +28,7 @@ files ``compactionCheckpoints[].preCompaction`` / ``postCompaction`` name by ``s
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -299,11 +300,12 @@ def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> t
     return tuple(sorted(usable))
 
 
-def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreEntry, Path]]:
+def adopt_renamed(stores: Stores, headers: Mapping[str, str] | Mapping[Path, str]) -> list[tuple[StoreEntry, Path]]:
     """Find the transcripts of entries whose named file is missing among renamed inputs.
 
-    ``headers`` maps input transcripts to the session id of their header. An entry without a usable
-    transcript of its own adopts the one input in its store's folder whose header id is its
+    ``headers`` maps input transcripts (``Path`` objects, or their text as ``str`` of a ``Path`` gives
+    it: an index holds no ``Path`` per file) to the session id of their header. An entry without a
+    usable transcript of its own adopts the one input in its store's folder whose header id is its
     ``sessionId`` (none when several are). Returns the entries adopted, in key order, with their file.
     """
     resolved_root = resolved(stores.root)
@@ -311,11 +313,8 @@ def adopt_renamed(stores: Stores, headers: dict[Path, str]) -> list[tuple[StoreE
     for key, entry in sorted(stores.entries.items()):
         if not entry.session_id or stored_transcript(stores, entry) is not None:
             continue
-        found = [
-            path
-            for path, session_id in sorted(headers.items())
-            if session_id == entry.session_id and path.parent == entry.folder and _usable(path, resolved_root)
-        ]
+        named = sorted(Path(path) for path, session_id in headers.items() if session_id == entry.session_id)
+        found = [path for path in named if path.parent == entry.folder and _usable(path, resolved_root)]
         if len(found) == 1:
             stores.renamed[entry.session_id] = found[0]
             adopted.append((stores.entries[key], found[0]))

@@ -315,7 +315,8 @@ def scan_header(path: str | Path) -> Session:
     only when it makes the unit, so that no reader holds the ids of every file at once.
     """
     quiet = DiagnosticSink()
-    session = Session(str(path), Path(path).name.split(".jsonl")[0])
+    name = os.fspath(path)
+    session = Session(name, os.path.basename(name).split(".jsonl")[0])  # no Path (its parts interned) per file
     for line, value in _objects(path, session, quiet):
         first = _first_object(session, value, line, quiet)
         if first == "unsupported":
@@ -344,7 +345,8 @@ def scan_session(path: str | Path) -> tuple[Session, frozenset[str]]:
     reports); an unreadable file gives the header-less session and no ids.
     """
     quiet = DiagnosticSink()
-    session = Session(str(path), Path(path).name.split(".jsonl")[0])
+    name = os.fspath(path)
+    session = Session(name, os.path.basename(name).split(".jsonl")[0])  # no Path (its parts interned) per file
     entries: list[tuple[str, dict[str, Any], bool]] = []  # (type, object, a copy) in the order of read_session
     places: dict[str, int] = {}
     for line, value in _objects(path, session, quiet):
