@@ -486,3 +486,74 @@ def test_json_texts_beyond_int32_offsets_are_converted_by_arrow(monkeypatch):
     monkeypatch.setattr(parquet, "_OFFSET_LIMIT", 3)
     made = parquet._json_array((b'"ab"', None))
     assert made.to_pylist() == ['"ab"', None] and made.type == parquet.JSON_TYPE
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _record_sharing(question: list) -> TrajectoryRecord:
+    """The retained run's rollout ``0-1`` (one turn made from a chat call), with ``question`` as that
+    call's ``messages`` and the turn's question, the same list (as turn synthesis leaves them)."""
+    line = (RETAINED / "expected.jsonl").read_bytes().splitlines()[1]
+    record = TrajectoryRecord.model_validate_json(line)
+    turn = record.turns[0]
+    n = next(n for n, c in enumerate(record.model_calls) if c.model_call_id == turn.model_calls[0].model_call_id)
+    call = record.model_calls[n]
+    calls = list(record.model_calls)
+    calls[n] = call.model_copy(update={"request": {**call.request, "messages": question}})
+    return record.model_copy(update={"model_calls": calls, "turns": [turn.model_copy(update={"question": question})]})
+
+
+def test_a_question_shared_with_its_request_is_serialised_once_with_the_same_bytes_and_depth_limit(monkeypatch):
+    from ng_traj.writers import parquet_rows
+
+    limit = next(d for d in range(200, 400) if not _dumps_ok(_nested(d))) - 1  # orjson's deepest list
+    outcomes = []
+    for depth in range(limit - 6, limit + 1):
+        question = [{"role": "user", "content": _nested(depth)}]
+        record = _record_sharing(question)
+        shared = _rows_or_error(record)
+        with monkeypatch.context() as patch:  # every value serialised on its own, as before
+            patch.setattr(parquet_rows, "_shared_questions", lambda record: ({}, {}))
+            alone = _rows_or_error(record)
+        assert shared == alone, depth
+        outcomes.append((_dumps_ok(question), isinstance(shared, str)))
+    # shallow: shared; deepest: the question alone is too deep; between: the question alone fits, the
+    # request holding it (one level deeper) does not, and the rows fail as they did
+    assert outcomes[0] == (True, False) and outcomes[-1] == (False, True) and (True, True) in outcomes
+    record = _record_sharing([{"role": "user", "content": "hi"}])
+    questions, requests = parquet_rows._shared_questions(record)
+    assert list(questions) == [0] and len(requests) == 1
+    assert orjson.loads(_rows_or_error(record)["turns"][0][8]) == [{"role": "user", "content": "hi"}]
+
+
+def test_a_question_not_made_of_its_requests_items_is_serialised_on_its_own():
+    from ng_traj.writers import parquet_rows
+
+    record = _record_sharing([{"role": "user", "content": "hi"}])
+    copied = record.model_copy(
+        update={"turns": [record.turns[0].model_copy(update={"question": [{"role": "user", "content": "hi"}]})]}
+    )
+    assert parquet_rows._shared_questions(copied) == ({}, {})
+    assert _rows_or_error(copied) == _rows_or_error(record)
+
+
+def _dumps_ok(value: object) -> bool:
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _rows_or_error(record: TrajectoryRecord) -> dict | str:
+    from ng_traj.writers.parquet_rows import Extras, record_rows
+
+    try:
+        return record_rows(0, record, Extras(), {})
+    except TypeError as exc:
+        return f"TypeError: {exc}"
