@@ -481,9 +481,9 @@ def test_json_arrays_from_buffers_are_the_arrays_arrow_converts(values):
 
 
 def test_json_texts_beyond_int32_offsets_are_converted_by_arrow(monkeypatch):
-    from ng_traj.writers import parquet
+    from ng_traj.writers import parquet, parquet_arrays
 
-    monkeypatch.setattr(parquet, "_OFFSET_LIMIT", 3)
+    monkeypatch.setattr(parquet_arrays, "OFFSET_LIMIT", 3)
     made = parquet._json_array((b'"ab"', None))
     assert made.to_pylist() == ['"ab"', None] and made.type == parquet.JSON_TYPE
 
@@ -557,3 +557,81 @@ def _rows_or_error(record: TrajectoryRecord) -> dict | str:
         return record_rows(0, record, Extras(), {})
     except TypeError as exc:
         return f"TypeError: {exc}"
+
+
+class _Text(str):
+    pass
+
+
+REF_TYPE = file_schema("compactions").field("before_model_call").type
+_REF_VALUE = {
+    "model_call_id": "c1",
+    "model_ref_type": "responses_api_models",
+    "model_ref_name": "p",
+    "response_id": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "values"),
+    [
+        (pa.int64(), [1, None, -(2**63), 2**63 - 1, 0]),
+        (pa.int64(), [None, None]),
+        (pa.int64(), []),
+        (pa.float64(), [1.5, None, float("nan"), -0.0, float("inf"), 1e308]),
+        (pa.string(), ["a", None, "", "é\u2028\U0001f600", "x" * 70]),
+        (pa.bool_(), [True, None, False, True, False, False, True, True, True, None]),
+        (pa.bool_(), [False]),
+        (pa.string(), [None if n % 3 == 0 else str(n) for n in range(70)]),  # bitmaps of several bytes
+        (pa.int64(), [None if n % 7 == 2 else n for n in range(70)]),
+        (pa.string(), ["a\x00b", None, "c"]),  # a text holding the separator
+        (REF_TYPE, [_REF_VALUE, None, {}]),
+        (pa.list_(REF_TYPE), [[_REF_VALUE, None], [], None, [{"model_call_id": "c2"}], [_REF_VALUE] * 3]),
+        # handed to pa.array: values not exactly of the column's Python type
+        (pa.string(), ["a", _Text("b")]),
+        (pa.float64(), [1.0, 2]),
+        (pa.list_(REF_TYPE), [(_REF_VALUE,)]),
+    ],
+)
+def test_columns_assembled_from_buffers_are_the_arrays_arrow_converts(kind, values):
+    from ng_traj.writers.parquet_arrays import column
+
+    made = column(values, kind)
+    made.validate(full=True)
+    converted = pa.array(values, type=kind)
+    assert made.type == converted.type and made.null_count == converted.null_count
+    if kind == pa.float64():  # NaN equals NaN by its bits
+        made, converted = made.view(pa.int64()), converted.view(pa.int64())
+    assert made.equals(converted) and made.to_pylist() == converted.to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("kind", "values"),
+    [
+        (pa.int64(), [2**63]),
+        (pa.string(), ["\ud800"]),
+        (pa.float64(), [2**60 + 1]),
+        (pa.int64(), ["1"]),
+        (pa.int64(), [1, True]),
+    ],
+    ids=["beyond int64", "lone surrogate", "inexact float", "text in a number column", "a boolean as a number"],
+)
+def test_columns_arrow_refuses_are_refused_as_arrow_refuses_them(kind, values):
+    from ng_traj.writers.parquet_arrays import column
+
+    with pytest.raises(Exception) as converted:
+        pa.array(values, type=kind)
+    with pytest.raises(type(converted.value), match=re.escape(str(converted.value))):
+        column(values, kind)
+
+
+def test_a_parquet_build_does_not_import_pandas(tmp_path):
+    pytest.importorskip("pandas")
+    script = (
+        "import sys; from ng_traj.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('pandas' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    args = [sys.executable, "-c", script, "build", str(RETAINED / "input"), "-o", str(tmp_path / "out.parquet"), "-q"]
+    done = subprocess.run(args, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.split() == ["False", "True"] and len(_snapshot(tmp_path / "out.parquet")) == 9
