@@ -481,8 +481,157 @@ def test_json_arrays_from_buffers_are_the_arrays_arrow_converts(values):
 
 
 def test_json_texts_beyond_int32_offsets_are_converted_by_arrow(monkeypatch):
-    from ng_traj.writers import parquet
+    from ng_traj.writers import parquet, parquet_arrays
 
-    monkeypatch.setattr(parquet, "_OFFSET_LIMIT", 3)
+    monkeypatch.setattr(parquet_arrays, "OFFSET_LIMIT", 3)
     made = parquet._json_array((b'"ab"', None))
     assert made.to_pylist() == ['"ab"', None] and made.type == parquet.JSON_TYPE
+
+
+def _nested(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+def _record_sharing(question: list) -> TrajectoryRecord:
+    """The retained run's rollout ``0-1`` (one turn made from a chat call), with ``question`` as that
+    call's ``messages`` and the turn's question, the same list (as turn synthesis leaves them)."""
+    line = (RETAINED / "expected.jsonl").read_bytes().splitlines()[1]
+    record = TrajectoryRecord.model_validate_json(line)
+    turn = record.turns[0]
+    n = next(n for n, c in enumerate(record.model_calls) if c.model_call_id == turn.model_calls[0].model_call_id)
+    call = record.model_calls[n]
+    calls = list(record.model_calls)
+    calls[n] = call.model_copy(update={"request": {**call.request, "messages": question}})
+    return record.model_copy(update={"model_calls": calls, "turns": [turn.model_copy(update={"question": question})]})
+
+
+def test_a_question_shared_with_its_request_is_serialised_once_with_the_same_bytes_and_depth_limit(monkeypatch):
+    from ng_traj.writers import parquet_rows
+
+    limit = next(d for d in range(200, 400) if not _dumps_ok(_nested(d))) - 1  # orjson's deepest list
+    outcomes = []
+    for depth in range(limit - 6, limit + 1):
+        question = [{"role": "user", "content": _nested(depth)}]
+        record = _record_sharing(question)
+        shared = _rows_or_error(record)
+        with monkeypatch.context() as patch:  # every value serialised on its own, as before
+            patch.setattr(parquet_rows, "_shared_questions", lambda record: ({}, {}))
+            alone = _rows_or_error(record)
+        assert shared == alone, depth
+        outcomes.append((_dumps_ok(question), isinstance(shared, str)))
+    # shallow: shared; deepest: the question alone is too deep; between: the question alone fits, the
+    # request holding it (one level deeper) does not, and the rows fail as they did
+    assert outcomes[0] == (True, False) and outcomes[-1] == (False, True) and (True, True) in outcomes
+    record = _record_sharing([{"role": "user", "content": "hi"}])
+    questions, requests = parquet_rows._shared_questions(record)
+    assert list(questions) == [0] and len(requests) == 1
+    assert orjson.loads(_rows_or_error(record)["turns"][0][8]) == [{"role": "user", "content": "hi"}]
+
+
+def test_a_question_not_made_of_its_requests_items_is_serialised_on_its_own():
+    from ng_traj.writers import parquet_rows
+
+    record = _record_sharing([{"role": "user", "content": "hi"}])
+    copied = record.model_copy(
+        update={"turns": [record.turns[0].model_copy(update={"question": [{"role": "user", "content": "hi"}]})]}
+    )
+    assert parquet_rows._shared_questions(copied) == ({}, {})
+    assert _rows_or_error(copied) == _rows_or_error(record)
+
+
+def _dumps_ok(value: object) -> bool:
+    try:
+        orjson.dumps(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _rows_or_error(record: TrajectoryRecord) -> dict | str:
+    from ng_traj.writers.parquet_rows import Extras, record_rows
+
+    try:
+        return record_rows(0, record, Extras(), {})
+    except TypeError as exc:
+        return f"TypeError: {exc}"
+
+
+class _Text(str):
+    pass
+
+
+REF_TYPE = file_schema("compactions").field("before_model_call").type
+_REF_VALUE = {
+    "model_call_id": "c1",
+    "model_ref_type": "responses_api_models",
+    "model_ref_name": "p",
+    "response_id": None,
+}
+
+
+@pytest.mark.parametrize(
+    ("kind", "values"),
+    [
+        (pa.int64(), [1, None, -(2**63), 2**63 - 1, 0]),
+        (pa.int64(), [None, None]),
+        (pa.int64(), []),
+        (pa.float64(), [1.5, None, float("nan"), -0.0, float("inf"), 1e308]),
+        (pa.string(), ["a", None, "", "é\u2028\U0001f600", "x" * 70]),
+        (pa.bool_(), [True, None, False, True, False, False, True, True, True, None]),
+        (pa.bool_(), [False]),
+        (pa.string(), [None if n % 3 == 0 else str(n) for n in range(70)]),  # bitmaps of several bytes
+        (pa.int64(), [None if n % 7 == 2 else n for n in range(70)]),
+        (pa.string(), ["a\x00b", None, "c"]),  # a text holding the separator
+        (REF_TYPE, [_REF_VALUE, None, {}]),
+        (pa.list_(REF_TYPE), [[_REF_VALUE, None], [], None, [{"model_call_id": "c2"}], [_REF_VALUE] * 3]),
+        # handed to pa.array: values not exactly of the column's Python type
+        (pa.string(), ["a", _Text("b")]),
+        (pa.float64(), [1.0, 2]),
+        (pa.list_(REF_TYPE), [(_REF_VALUE,)]),
+    ],
+)
+def test_columns_assembled_from_buffers_are_the_arrays_arrow_converts(kind, values):
+    from ng_traj.writers.parquet_arrays import column
+
+    made = column(values, kind)
+    made.validate(full=True)
+    converted = pa.array(values, type=kind)
+    assert made.type == converted.type and made.null_count == converted.null_count
+    if kind == pa.float64():  # NaN equals NaN by its bits
+        made, converted = made.view(pa.int64()), converted.view(pa.int64())
+    assert made.equals(converted) and made.to_pylist() == converted.to_pylist()
+
+
+@pytest.mark.parametrize(
+    ("kind", "values"),
+    [
+        (pa.int64(), [2**63]),
+        (pa.string(), ["\ud800"]),
+        (pa.float64(), [2**60 + 1]),
+        (pa.int64(), ["1"]),
+        (pa.int64(), [1, True]),
+    ],
+    ids=["beyond int64", "lone surrogate", "inexact float", "text in a number column", "a boolean as a number"],
+)
+def test_columns_arrow_refuses_are_refused_as_arrow_refuses_them(kind, values):
+    from ng_traj.writers.parquet_arrays import column
+
+    with pytest.raises(Exception) as converted:
+        pa.array(values, type=kind)
+    with pytest.raises(type(converted.value), match=re.escape(str(converted.value))):
+        column(values, kind)
+
+
+def test_a_parquet_build_does_not_import_pandas(tmp_path):
+    pytest.importorskip("pandas")
+    script = (
+        "import sys; from ng_traj.cli import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('pandas' in sys.modules, 'pyarrow' in sys.modules)"
+    )
+    args = [sys.executable, "-c", script, "build", str(RETAINED / "input"), "-o", str(tmp_path / "out.parquet"), "-q"]
+    done = subprocess.run(args, capture_output=True, text=True, check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert done.stdout.split() == ["False", "True"] and len(_snapshot(tmp_path / "out.parquet")) == 9

@@ -17,9 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-from array import array
 from collections.abc import Iterator, Mapping
-from itertools import accumulate
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +29,7 @@ from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import RunError
 from ng_traj.io.atomic import atomic_directory, output_folder
 from ng_traj.writers.dataset_paths import is_dataset, is_old_layout
+from ng_traj.writers.parquet_arrays import NULL_FLOAT, column, scalar, texts
 from ng_traj.writers.parquet_layout import (
     CHUNK_SIZE,
     DERIVED,
@@ -57,9 +56,10 @@ WRITE_BUFFER = 256 << 10
 """Bytes a chunk file's writes are gathered into before they reach the file: Parquet writes every
 page header and page separately, mostly a few bytes or a few KiB each."""
 
-_SCALE = {pa.timestamp("us", tz="UTC"): 1e6, pa.duration("us"): 1e3}
-"""Microseconds per unit of the float column: seconds for times, milliseconds for durations."""
-_LIMIT = 9.0e15
+_SCALE = {pa.timestamp("us", tz="UTC"): scalar(1e6), pa.duration("us"): scalar(1e3)}
+"""Microseconds per unit of the float column: seconds for times, milliseconds for durations (Arrow
+scalars: a Python float given to a compute function is converted as ``parquet_arrays.py`` avoids)."""
+_LIMIT = scalar(9.0e15)
 """Microsecond counts kept exactly by a float64 (below 2**53); beyond (about year 2255), null."""
 
 
@@ -69,46 +69,16 @@ def _plain_columns(table: str) -> list[str]:
 
 
 def _json_array(values: tuple[bytes | None, ...]) -> pa.Array:
-    """A JSON array from texts already encoded as UTF-8 by orjson (no decoding, no re-validation).
-
-    The string array is assembled from its buffers: the texts joined into one data buffer, their
-    running lengths as the int32 offsets, and ``None`` as a null in the validity bitmap; the same
-    array ``pa.array(values, pa.binary())`` makes, without converting each value on its own. Texts
-    of more than 2 GiB together (beyond int32 offsets) go through ``pa.array``.
-    """
-    count = len(values)
-    nulls = values.count(None)
-    texts = values if not nulls else [b"" if value is None else value for value in values]
-    data = b"".join(texts)
-    if len(data) > _OFFSET_LIMIT:
-        strings = pa.array(values, type=pa.binary()).view(pa.string())
-        return pa.ExtensionArray.from_storage(JSON_TYPE, strings)
-    offsets = array(_INT32, accumulate(map(len, texts), initial=0))
-    validity = _validity(values) if nulls else None
-    buffers = [validity, pa.py_buffer(offsets), pa.py_buffer(data)]
-    strings = pa.Array.from_buffers(pa.string(), count, buffers, null_count=nulls)
-    return pa.ExtensionArray.from_storage(JSON_TYPE, strings)
-
-
-_OFFSET_LIMIT = 2**31 - 1
-"""The most bytes a string array's int32 offsets address."""
-_INT32 = next(code for code in "ilh" if array(code).itemsize == 4)
-"""The ``array`` type code of a 32-bit integer (``i`` on the platforms Python builds for)."""
-
-
-def _validity(values: tuple[Any, ...]) -> pa.Buffer:
-    """Arrow's validity bitmap of ``values`` (bit set where the value is not ``None``), packed by Arrow's
-    cast of one byte per value to booleans."""
-    flags = bytes(value is not None for value in values)
-    bytewise = pa.Array.from_buffers(pa.uint8(), len(values), [None, pa.py_buffer(flags)])
-    return bytewise.cast(pa.bool_()).buffers()[1]
+    """A JSON array from texts already encoded as UTF-8 by orjson (no decoding, no re-validation),
+    assembled from one buffer of the texts joined and their offsets (``parquet_arrays.texts``)."""
+    return pa.ExtensionArray.from_storage(JSON_TYPE, texts(values))
 
 
 def _typed(values: pa.Array, kind: pa.DataType) -> pa.Array:
     """Float seconds (times) or milliseconds (durations) as ``kind`` in microseconds, rounded to the
     nearest; values too large for microseconds are null."""
     micros = pc.round(pc.multiply(values, _SCALE[kind]))
-    kept = pc.if_else(pc.less(pc.abs(micros), _LIMIT), micros, pa.scalar(None, pa.float64()))
+    kept = pc.if_else(pc.less(pc.abs(micros), _LIMIT), micros, NULL_FLOAT)
     return pc.cast(kept, pa.int64()).view(kind)
 
 
@@ -116,11 +86,11 @@ def _table(name: str, rows: list[tuple[Any, ...]]) -> pa.Table:
     """A row group of ``name``'s file from its rows (tuples in row-column order)."""
     json_columns = JSON_COLUMNS.get(name, ())
     columns = {
-        f.name: _json_array(values) if f.name in json_columns else pa.array(values, type=f.type)
+        f.name: _json_array(values) if f.name in json_columns else column(values, f.type)
         for f, values in zip(SCHEMAS[name], zip(*rows, strict=True), strict=True)
     }
-    for column, source, kind in DERIVED.get(name, ()):
-        columns[column] = _typed(columns[source], kind)
+    for derived, source, kind in DERIVED.get(name, ()):
+        columns[derived] = _typed(columns[source], kind)
     schema = file_schema(name)
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 

@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from ng_traj.contract import (
     AgentObservationBundle,
     ContextCompactionObservation,
@@ -240,12 +242,13 @@ def record_rows(index: int, record: TrajectoryRecord, extras: Extras, roles: Map
     counts = (len(record.invocations), len(record.turns), len(record.model_calls), len(record.tool_calls))
     source_file, *numbers = extras.row
     head = (*key, record.schema_version, source_file, extras.agent, extras.producer, *numbers)
+    questions, requests = _shared_questions(record)
     rows: Rows = {
         "trajectories": [(*head, *counts, len(record.gaps))],
         "invocations": [],
         "conversation_items": [],
-        "turns": [_turn_row(key, n, turn) for n, turn in enumerate(record.turns)],
-        "model_calls": [_call_row(key, n, call, roles) for n, call in enumerate(record.model_calls)],
+        "turns": [_turn_row(key, n, turn, questions.get(n)) for n, turn in enumerate(record.turns)],
+        "model_calls": [_call_row(key, n, call, roles, requests.get(n)) for n, call in enumerate(record.model_calls)],
         "tool_calls": [_tool_row(key, n, tool) for n, tool in enumerate(record.tool_calls)],
         "gaps": [(*key, n, g.code, g.invocation_id, g.detail) for n, g in enumerate(record.gaps)],
         "compactions": [_compaction_row(key, n, *pair) for n, pair in enumerate(extras.compactions)],
@@ -284,14 +287,72 @@ def _item_row(key: tuple, invocation: int, invocation_id: str, n: int, item: Any
     return (*key, invocation, invocation_id, n, *(_text(item, name) for name in names), _json(item))
 
 
-def _turn_row(key: tuple, n: int, turn: TrajectoryTurn) -> tuple[Any, ...]:
+def _shared_questions(record: TrajectoryRecord) -> tuple[dict[int, bytes], dict[int, tuple[str, bytes]]]:
+    """The questions serialised once for both tables: ``turn number -> question JSON`` and ``call number
+    -> (request key, that JSON)``, for each turn whose one ref names a call whose request holds the
+    question itself (``input`` or ``messages``, the same list or a list of the same items: the turn was
+    made from that call, ``assemble/turns.py``, and no item needed a ``type``). The call's request is
+    then written with the question's text in its place (:func:`_request_json`), instead of serialising
+    the conversation twice.
+
+    Raises:
+        TypeError: A question is nested too deep for orjson at its depth inside the request
+            (:func:`_nested_json`), where serialising the request would have raised it.
+    """
+    calls = record.model_calls
+    by_id = {call.model_call_id: n for n, call in enumerate(calls) if call.model_call_id}
+    questions: dict[int, bytes] = {}
+    requests: dict[int, tuple[str, bytes]] = {}
+    for t, turn in enumerate(record.turns):
+        refs = turn.model_calls
+        n = by_id.get(refs[0].model_call_id) if len(refs) == 1 and refs[0].model_call_id else None
+        if n is None or n in requests:
+            continue
+        request = calls[n].request
+        if not isinstance(request, dict):
+            continue
+        name = "input" if "input" in request else "messages"
+        part, question = request.get(name), turn.question
+        if type(part) is not list or type(question) is not list or not _same_items(question, part):
+            continue
+        questions[t] = text = _nested_json(question)
+        requests[n] = (name, text)
+    return questions, requests
+
+
+def _same_items(question: list[Any], part: list[Any]) -> bool:
+    """Whether ``question`` is ``part`` or holds exactly its objects, in order (so their JSON is the same)."""
+    return question is part or (len(question) == len(part) and all(a is b for a, b in zip(question, part, strict=True)))
+
+
+def _nested_json(value: Any) -> bytes:
+    """``_json(value)``, serialised inside a list: orjson counts the depth of the value as it does in a
+    request's ``input`` or ``messages`` (an object, then the list), so a value too deep there raises
+    here too, as serialising the request did. The brackets are cut in the one copy ``_json`` makes.
+
+    Raises:
+        TypeError: The value is nested too deep at that depth.
+    """
+    return memoryview(dumps([value]))[1:-1].tobytes()
+
+
+def _request_json(request: Any, shared: tuple[str, bytes] | None) -> bytes | None:
+    """A call's request as JSON: with a shared question (:func:`_shared_questions`) in place as its
+    serialised text (an ``orjson.Fragment``, key order kept), else serialised whole."""
+    if shared is None:
+        return _json(request)
+    name, text = shared
+    return _json({**request, name: orjson.Fragment(text)})
+
+
+def _turn_row(key: tuple, n: int, turn: TrajectoryTurn, question: bytes | None = None) -> tuple[Any, ...]:
     return (
         *key,
         n,
         turn.invocation_id,
         turn.turn_no,
         turn.timestamp,
-        _json(turn.question),
+        _json(turn.question) if question is None else question,
         _json(turn.answer),
         _json(turn.reasoning_content),
         turn.resolved,
@@ -300,7 +361,9 @@ def _turn_row(key: tuple, n: int, turn: TrajectoryTurn) -> tuple[Any, ...]:
     )
 
 
-def _call_row(key: tuple, n: int, call: TrajectoryModelCall, roles: Mapping[str, str]) -> tuple[Any, ...]:
+def _call_row(
+    key: tuple, n: int, call: TrajectoryModelCall, roles: Mapping[str, str], shared: tuple[str, bytes] | None = None
+) -> tuple[Any, ...]:
     meta, tokens = call.response_metadata, call.token_stats
     ref_type, name = (meta.model_ref.type, meta.model_ref.name) if meta.model_ref is not None else (None, None)
     return (
@@ -330,7 +393,7 @@ def _call_row(key: tuple, n: int, call: TrajectoryModelCall, roles: Mapping[str,
         tokens.reasoning_tokens,
         tokens.total_tokens,
         tokens.cached_tokens,
-        _json(call.request),
+        _request_json(call.request, shared),
         _json(call.response),
     )
 
