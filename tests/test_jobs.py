@@ -185,6 +185,42 @@ def test_payloads_other_than_spooled_lines_come_through_segment_files_removed_af
     assert list(tmp_path.iterdir()) == []
 
 
+def _forkserver() -> multiprocessing.context.BaseContext:
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["ng_traj.assemble.workers", "ng_traj.contract.conversation"])
+    return context
+
+
+@pytest.mark.parametrize(("start_method", "sent"), [("fork", int), ("forkserver", list)])
+def test_forked_workers_are_sent_positions_and_others_the_slots(monkeypatch, start_method, sent):
+    """A forked worker inherits the plan, so a chunk's task names its slots by position; a worker a
+    fork server started is sent the slots themselves. Both write what one process writes."""
+    if start_method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {start_method} start method here")
+    if start_method == "forkserver":
+        monkeypatch.setattr(workers, "_context", _forkserver)
+    chunks: list[type] = []
+    results = workers._results
+
+    def recorded(pool, slots, jobs, inherited=False):
+        submit = pool.submit
+
+        def submitted(task, start, chunk):
+            chunks.append(type(chunk))
+            return submit(task, start, chunk)
+
+        pool.submit = submitted
+        return results(pool, slots, jobs, inherited)
+
+    monkeypatch.setattr(workers, "_results", recorded)
+    sink = DiagnosticSink(lambda diagnostic: None)
+    inputs, slots, _ = prepare([FIXTURES / "build" / "retained_run" / "input"], sink, max_line_bytes=1 << 20)
+    written: list[bytes] = []
+    run_slots(slots, BuildOptions(capture_enabled=inputs.capture_enabled), sink, written.append, jobs=2)
+    assert b"".join(written) == (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_bytes()
+    assert chunks == [sent] * -(-len(slots) // workers.CHUNK)
+
+
 def _children(pid: int) -> set[int]:
     """Pids whose parent is ``pid`` (``/proc``), zombies left out."""
     found = set()

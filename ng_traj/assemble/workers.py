@@ -12,7 +12,9 @@ whatever the corpus size.
 
 Workers are forked where the platform can (they start at once with the build modules loaded and
 only ever use their own sink, never the parent's console or outputs), else started by a fork
-server that has imported the build modules.
+server that has imported the build modules. A forked worker inherits the plan, so a chunk's task
+names its slots by position (``start``, ``stop``) and nothing of the plan is pickled; a worker the
+fork server started is sent each chunk's slots, pickled.
 
 Interrupts are the parent's to handle. Ctrl-C and ``kill -- -PGID`` reach the whole process group,
 and a forked worker would inherit the parent's handler that turns SIGTERM into
@@ -63,13 +65,24 @@ waiting about a fifth of the time."""
 _state: dict[str, Any] = {}
 
 
-def _start(options: BuildOptions, encode: Encode, spool: str | None = None) -> None:
+def _start(
+    options: BuildOptions,
+    encode: Encode,
+    spool: str | None = None,
+    plan: Sequence[Slot] | None = None,
+    forked: bool = True,
+) -> None:
     """A worker's set-up: ``spool`` is the folder its chunks' pickled payloads go to (``None``: they
-    come back through the pool, or are lines ``encode`` spools itself)."""
+    come back through the pool, or are lines ``encode`` spools itself); ``plan`` the planned slots,
+    inherited by a forked worker (never pickled: the fork copies the parent's memory), whose tasks
+    then name their slots by position (:func:`_build_chunk`); ``forked`` false for a worker a fork
+    server started (its parent process is the fork server, not the build)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, _terminated)
-    _state.update(options=options, encode=encode, spool=spool, parent=os.getppid(), building=False, terminated=False)
-    _die_with_parent()
+    _state.update(
+        options=options, encode=encode, spool=spool, plan=plan, parent=os.getppid(), building=False, terminated=False
+    )
+    _die_with_parent(forked)
     gc.freeze()
     gc.set_threshold(*BUILD_GC_THRESHOLD)
 
@@ -78,13 +91,15 @@ PR_SET_PDEATHSIG = 1
 """``prctl`` option (``<linux/prctl.h>``): the signal the kernel sends this process when its parent dies."""
 
 
-def _die_with_parent() -> None:
+def _die_with_parent(forked: bool = True) -> None:
     """Have the kernel kill this worker when the parent dies, however it dies (``SIGKILL`` included,
     which no handler of the parent sees), so that no worker outlives the build.
 
     Linux only (``prctl(PR_SET_PDEATHSIG, SIGKILL)``); elsewhere an orphaned worker ends at its next
     SIGTERM or when the pool's pipe closes. A parent that died before the call is caught by comparing
-    the parent's pid with the one the worker was forked from.
+    the parent's pid with the one the worker was forked from (``forked``). A worker a fork server
+    started is the fork server's child (which ends with the build): its parent's pid is never the
+    build's, and comparing them would kill every such worker at its start.
     """
     if not sys.platform.startswith("linux"):
         return
@@ -94,7 +109,7 @@ def _die_with_parent() -> None:
     except (OSError, AttributeError):
         return
     parent = multiprocessing.parent_process()
-    if parent is not None and os.getppid() != parent.pid:
+    if forked and parent is not None and os.getppid() != parent.pid:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
@@ -110,11 +125,14 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _build_chunk(start: int, chunk: Sequence[Slot]) -> ChunkResult:
+def _build_chunk(start: int, chunk: Sequence[Slot] | int) -> ChunkResult:
     """The worker's task: chunk number ``start // CHUNK`` assembled (JSONL lines, or other payloads
-    pickled, to its segment file)."""
+    pickled, to its segment file). ``chunk`` is the chunk's slots, or the position after its last
+    slot in the plan the worker inherited (``_start``'s ``plan``)."""
     if _state["terminated"]:
         _die()
+    if isinstance(chunk, int):
+        chunk = _state["plan"][start:chunk]
     options, encode, spool = _state["options"], _state["encode"], _state["spool"]
     index = start // CHUNK
     segment, pickled = None, False
@@ -168,14 +186,16 @@ def run_parallel(
     """
     jobs = max(1, min(jobs, _cpus(), -(-len(slots) // CHUNK)))  # more could only wait
     _load_conversation_models()
+    context = _context()
+    inherited = context.get_start_method() == "fork"  # the workers have the plan: tasks name positions
     with contextlib.ExitStack() as stack:
         spool = None
         if not isinstance(encode, SpoolLines):  # payloads pickled to segment files of this folder
             spool = stack.enter_context(tempfile.TemporaryDirectory(prefix="ng-traj-spool-"))
-        initargs = (options, encode, spool)
-        pool = ProcessPoolExecutor(jobs, mp_context=_context(), initializer=_start, initargs=initargs)
+        initargs = (options, encode, spool, slots if inherited else None, inherited)
+        pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_start, initargs=initargs)
         try:
-            yield _results(pool, slots, jobs)
+            yield _results(pool, slots, jobs, inherited)
         finally:
             with deferred_interrupts():  # a second Ctrl-C (or the group's copy of the signal) must not cut it short
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -191,11 +211,17 @@ def _cpus() -> int:
     return os.cpu_count() or 1
 
 
-def _results(pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int) -> Iterator[tuple[Slot, Outcome]]:
+def _results(
+    pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int, inherited: bool = False
+) -> Iterator[tuple[Slot, Outcome]]:
+    """``(slot, outcome)`` in slot order; ``inherited``: the workers hold ``slots`` (forked with them),
+    so each task names its chunk by position instead of carrying its slots pickled."""
     pending: deque[tuple[int, Future[ChunkResult]]] = deque()
     for start in range(0, len(slots), CHUNK):
+        stop = min(start + CHUNK, len(slots))
+        chunk = stop if inherited else slots[start:stop]
         with deferred_interrupts():  # submit forks the workers, then starts the thread that stops them
-            future = pool.submit(_build_chunk, start, slots[start : start + CHUNK])
+            future = pool.submit(_build_chunk, start, chunk)
         pending.append((start, future))
         if len(pending) >= jobs * WINDOW:
             yield from _drain(slots, pending.popleft())
