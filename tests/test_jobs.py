@@ -259,3 +259,34 @@ def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path):
         time.sleep(0.05)
     assert [pid for pid in workers_seen if _alive(pid)] == []
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_the_role_summary_counts_calls_summed_per_server_as_it_counts_each_call():
+    """Workers sum a trajectory's calls per server (``roles.server_usage``); the tally is the one
+    counting every call on its own gives: calls, token sums, and null where no call reports a count."""
+    from ng_traj.contract import TrajectoryModelCall
+    from ng_traj.roles import RoleTally, call_usage, server_usage
+
+    def call(name, prompt=None, completion=None, total=None):
+        return TrajectoryModelCall.model_validate(
+            {
+                "response_metadata": {"model_ref": {"type": "responses_api_models", "name": name} if name else None},
+                "token_stats": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total},
+            }
+        )
+
+    calls = [call("policy", 3, 2, 5), call("judge", 1), call("policy", None, 4), call(None), call("judge", 2, None, 7)]
+    assert server_usage(calls) == (("policy", 2, 3, 6, 5), ("judge", 2, 3, None, 7), (None, 1, None, None, None))
+    roles = {"judge": "judge"}
+    by_server, by_call = RoleTally(roles), RoleTally(roles)
+    by_server.add(server_usage(calls))
+    by_server.add(server_usage(calls[:2]))
+    by_call.add((name, 1, *counts) for name, *counts in map(call_usage, [*calls, *calls[:2]]))
+    assert by_server.to_json() == by_call.to_json()
+    assert by_server.servers == by_call.servers == {"policy", "judge"}
+    assert by_server.to_json()["judge"] == {
+        "calls": 3,
+        "prompt_tokens": 4,
+        "completion_tokens": None,
+        "total_tokens": 7,
+    }
