@@ -119,6 +119,30 @@ CallUsage = tuple[str | None, int | None, int | None, int | None]
 """One model call's ``(model_ref.name, prompt_tokens, completion_tokens, total_tokens)``."""
 
 
+ServerUsage = tuple[str | None, int, int | None, int | None, int | None]
+"""The model calls of one server in one trajectory: ``(model_ref.name, calls, prompt_tokens,
+completion_tokens, total_tokens)``, each count summed over the calls that report it (``None`` when
+none does)."""
+
+
+def server_usage(calls: Iterable[Any]) -> tuple[ServerUsage, ...]:
+    """The :data:`ServerUsage` of each server among ``calls`` (``TrajectoryModelCall``s), in the
+    order of their first call: what :meth:`RoleTally.add` counts, summed per server where the
+    trajectory is built (a ``--jobs`` worker) so that the process tallying the build adds one entry
+    per server, not one per call."""
+    totals: dict[str | None, list[Any]] = {}
+    for name, *counts in map(call_usage, calls):
+        entry = totals.get(name)
+        if entry is None:
+            totals[name] = [name, 1, *counts]
+            continue
+        entry[1] += 1
+        for position, value in enumerate(counts, 2):
+            if value is not None:
+                entry[position] = value if entry[position] is None else entry[position] + value
+    return tuple(tuple(entry) for entry in totals.values())  # type: ignore[misc]
+
+
 def call_usage(call: Any) -> CallUsage:
     """The :data:`CallUsage` of a ``TrajectoryModelCall`` (token counts as its ``token_stats`` reports them)."""
     stats = call.token_stats
@@ -144,13 +168,13 @@ class RoleTally:
     tokens: dict[str, dict[str, int | None]] = field(default_factory=dict)
     servers: set[str] = field(default_factory=set)
 
-    def add(self, usages: Iterable[CallUsage]) -> None:
-        """Count model calls given by their :func:`call_usage`."""
-        for name, *counts in usages:
+    def add(self, usages: Iterable[ServerUsage]) -> None:
+        """Count model calls given by their servers' :func:`server_usage`."""
+        for name, calls, *counts in usages:
             if name is not None:
                 self.servers.add(name)
             role = role_of(name, self.roles) or UNMAPPED
-            self.calls[role] += 1
+            self.calls[role] += calls
             totals = self.tokens.setdefault(role, dict.fromkeys(_TOKENS))
             for key, value in zip(_TOKENS, counts, strict=True):
                 if value is not None:

@@ -284,6 +284,36 @@ def test_the_cli_under_the_forkserver_start_method_builds_databases_and_leaves_n
     assert list(tmp.iterdir()) == []
 
 
+@pytest.mark.parametrize(("start_method", "sent"), [("fork", int), ("forkserver", list)])
+def test_forked_workers_are_sent_positions_and_others_the_slots(monkeypatch, start_method, sent):
+    """A forked worker inherits the plan, so a chunk's task names its slots by position; a worker a
+    fork server started is sent the slots themselves. Both write what one process writes."""
+    if start_method not in multiprocessing.get_all_start_methods():
+        pytest.skip(f"no {start_method} start method here")
+    if start_method == "forkserver":
+        monkeypatch.setattr(workers, "_context", _forkserver)
+    chunks: list[type] = []
+    results = workers._results
+
+    def recorded(pool, slots, jobs, inherited=False):
+        submit = pool.submit
+
+        def submitted(task, start, chunk):
+            chunks.append(type(chunk))
+            return submit(task, start, chunk)
+
+        pool.submit = submitted
+        return results(pool, slots, jobs, inherited)
+
+    monkeypatch.setattr(workers, "_results", recorded)
+    sink = DiagnosticSink(lambda diagnostic: None)
+    inputs, slots, _ = prepare([FIXTURES / "build" / "retained_run" / "input"], sink, max_line_bytes=1 << 20)
+    written: list[bytes] = []
+    run_slots(slots, BuildOptions(capture_enabled=inputs.capture_enabled), sink, written.append, jobs=2)
+    assert b"".join(written) == (FIXTURES / "build" / "retained_run" / "expected.jsonl").read_bytes()
+    assert chunks == [sent] * -(-len(slots) // workers.CHUNK)
+
+
 def _children(pid: int) -> set[int]:
     """Pids whose parent is ``pid`` (``/proc``), zombies left out."""
     found = set()
@@ -336,3 +366,34 @@ def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path, method):
         time.sleep(0.05)
     assert [pid for pid in workers_seen if _alive(pid)] == []
     assert not (tmp_path / "out.jsonl").exists()
+
+
+def test_the_role_summary_counts_calls_summed_per_server_as_it_counts_each_call():
+    """Workers sum a trajectory's calls per server (``roles.server_usage``); the tally is the one
+    counting every call on its own gives: calls, token sums, and null where no call reports a count."""
+    from ng_traj.contract import TrajectoryModelCall
+    from ng_traj.roles import RoleTally, call_usage, server_usage
+
+    def call(name, prompt=None, completion=None, total=None):
+        return TrajectoryModelCall.model_validate(
+            {
+                "response_metadata": {"model_ref": {"type": "responses_api_models", "name": name} if name else None},
+                "token_stats": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": total},
+            }
+        )
+
+    calls = [call("policy", 3, 2, 5), call("judge", 1), call("policy", None, 4), call(None), call("judge", 2, None, 7)]
+    assert server_usage(calls) == (("policy", 2, 3, 6, 5), ("judge", 2, 3, None, 7), (None, 1, None, None, None))
+    roles = {"judge": "judge"}
+    by_server, by_call = RoleTally(roles), RoleTally(roles)
+    by_server.add(server_usage(calls))
+    by_server.add(server_usage(calls[:2]))
+    by_call.add((name, 1, *counts) for name, *counts in map(call_usage, [*calls, *calls[:2]]))
+    assert by_server.to_json() == by_call.to_json()
+    assert by_server.servers == by_call.servers == {"policy", "judge"}
+    assert by_server.to_json()["judge"] == {
+        "calls": 3,
+        "prompt_tokens": 4,
+        "completion_tokens": None,
+        "total_tokens": 7,
+    }

@@ -38,7 +38,7 @@ from ng_traj.contract.revisions import Release, earlier_loss, lost_in_earlier
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, plural
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.redact import Redactor
-from ng_traj.roles import CallUsage, call_usage
+from ng_traj.roles import ServerUsage, server_usage
 from ng_traj.sources.capture.store import collect_capture
 from ng_traj.sources.native import READERS, load_unit
 from ng_traj.sources.rollouts.rows import EXPLICIT_ID, load_row
@@ -146,7 +146,7 @@ class Outcome:
         gap_codes: Codes of the trajectory's gaps.
         counts: Invocations, model calls and tool calls of the trajectory.
         failed: The projection failed (a minimal record was written).
-        usage: ``roles.call_usage`` of each model call (the per-role summary).
+        usage: ``roles.server_usage`` of the model calls, one entry per server (the per-role summary).
         session_totals: The producer's session token totals (:attr:`Built.session_totals`).
         diagnostics: Diagnostics not yet given to the sink: raised while serialising, or while
             building in a worker.
@@ -156,7 +156,7 @@ class Outcome:
     gap_codes: tuple[str, ...]
     counts: tuple[int, int, int]
     failed: bool
-    usage: tuple[CallUsage, ...] = ()
+    usage: tuple[ServerUsage, ...] = ()
     session_totals: dict[str, int] = field(default_factory=dict)
     diagnostics: tuple[Diagnostic, ...] = ()
 
@@ -179,7 +179,7 @@ def outcome(index: int, built: Built, encode: Encode) -> Outcome:
         gap_codes=tuple(gap.code for gap in record.gaps),
         counts=(len(record.invocations), len(record.model_calls), len(record.tool_calls)),
         failed=built.failed is not None,
-        usage=tuple(call_usage(call) for call in record.model_calls),
+        usage=server_usage(record.model_calls),
         session_totals=built.session_totals,
         diagnostics=tuple(built.notes),
     )

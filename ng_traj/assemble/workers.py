@@ -13,7 +13,9 @@ whatever the corpus size.
 Workers are forked where the platform can (they start at once with the build modules loaded and
 only ever use their own sink, never the parent's console or outputs), else started by a fork
 server that has imported the build modules; either way a worker dies with the build, however the
-build dies (``_die_with_parent``).
+build dies (``_die_with_parent``). A forked worker inherits the plan, so a chunk's task names its
+slots by position (``start``, ``stop``) and nothing of the plan is pickled; a worker the fork server
+started is sent each chunk's slots, pickled.
 
 Interrupts are the parent's to handle. Ctrl-C and ``kill -- -PGID`` reach the whole process group,
 and a forked worker would inherit the parent's handler that turns SIGTERM into
@@ -68,13 +70,20 @@ _state: dict[str, Any] = {}
 
 
 def _start(
-    options: BuildOptions, encode: Encode, spool: str | None = None, copies: str | None = None, method: str = "fork"
+    options: BuildOptions,
+    encode: Encode,
+    spool: str | None = None,
+    copies: str | None = None,
+    plan: Sequence[Slot] | None = None,
+    forked: bool = True,
 ) -> None:
     """A worker's set-up: ``spool`` is the folder its chunks' pickled payloads go to (``None``: they
     come back through the pool, or are lines ``encode`` spools itself); ``copies`` the build's folder
     of private SQLite copies (``sources/sqlite_copy.py``), which the build removes however the
-    worker ends; ``method`` the start method of the pool (``fork``: the build is this worker's
-    parent; ``forkserver``: a fork server is)."""
+    worker ends; ``plan`` the planned slots, inherited by a forked worker (never pickled: the fork
+    copies the parent's memory), whose tasks then name their slots by position
+    (:func:`_build_chunk`); ``forked`` false for a worker a fork server started (its parent process
+    is the fork server, not the build)."""
     if copies is not None:
         sqlite_copy.use_copies_folder(copies)
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -84,8 +93,9 @@ def _start(
         options=options,
         encode=encode,
         spool=spool,
+        plan=plan,
         build=build.pid if build is not None else os.getppid(),
-        forked=method == "fork",
+        forked=forked,
         building=False,
         terminated=False,
     )
@@ -169,11 +179,14 @@ def _die() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
-def _build_chunk(start: int, chunk: Sequence[Slot]) -> ChunkResult:
+def _build_chunk(start: int, chunk: Sequence[Slot] | int) -> ChunkResult:
     """The worker's task: chunk number ``start // CHUNK`` assembled (JSONL lines, or other payloads
-    pickled, to its segment file)."""
+    pickled, to its segment file). ``chunk`` is the chunk's slots, or the position after its last
+    slot in the plan the worker inherited (``_start``'s ``plan``)."""
     if _state["terminated"]:
         _die()
+    if isinstance(chunk, int):
+        chunk = _state["plan"][start:chunk]
     options, encode, spool = _state["options"], _state["encode"], _state["spool"]
     index = start // CHUNK
     segment, pickled = None, False
@@ -227,15 +240,16 @@ def run_parallel(
     """
     jobs = max(1, min(jobs, _cpus(), -(-len(slots) // CHUNK)))  # more could only wait
     _load_conversation_models()
+    context = _context()
+    inherited = context.get_start_method() == "fork"  # the workers have the plan: tasks name positions
     with contextlib.ExitStack() as stack:
         spool = None
         if not isinstance(encode, SpoolLines):  # payloads pickled to segment files of this folder
             spool = stack.enter_context(tempfile.TemporaryDirectory(prefix="ng-traj-spool-"))
-        context = _context()
-        initargs = (options, encode, spool, sqlite_copy.copies_folder_in_use(), context.get_start_method())
+        initargs = (options, encode, spool, sqlite_copy.copies_folder_in_use(), slots if inherited else None, inherited)
         pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_start, initargs=initargs)
         try:
-            yield _results(pool, slots, jobs)
+            yield _results(pool, slots, jobs, inherited)
         finally:
             with deferred_interrupts():  # a second Ctrl-C (or the group's copy of the signal) must not cut it short
                 pool.shutdown(wait=True, cancel_futures=True)
@@ -251,11 +265,17 @@ def _cpus() -> int:
     return os.cpu_count() or 1
 
 
-def _results(pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int) -> Iterator[tuple[Slot, Outcome]]:
+def _results(
+    pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int, inherited: bool = False
+) -> Iterator[tuple[Slot, Outcome]]:
+    """``(slot, outcome)`` in slot order; ``inherited``: the workers hold ``slots`` (forked with them),
+    so each task names its chunk by position instead of carrying its slots pickled."""
     pending: deque[tuple[int, Future[ChunkResult]]] = deque()
     for start in range(0, len(slots), CHUNK):
+        stop = min(start + CHUNK, len(slots))
+        chunk = stop if inherited else slots[start:stop]
         with deferred_interrupts():  # submit forks the workers, then starts the thread that stops them
-            future = pool.submit(_build_chunk, start, slots[start : start + CHUNK])
+            future = pool.submit(_build_chunk, start, chunk)
         pending.append((start, future))
         if len(pending) >= jobs * WINDOW:
             yield from _drain(slots, pending.popleft())
