@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -238,6 +239,16 @@ def test_payloads_other_than_spooled_lines_come_through_segment_files_removed_af
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.fixture
+def short_tmp() -> Path:
+    """An empty folder for a build's ``TMPDIR`` under a fork server, on a short path: the server's
+    socket is made in it (``pymp-*/listener-*``), and a socket's path holds at most 107 bytes, which a
+    test's own ``tmp_path`` below a long ``TMPDIR`` can pass (``OSError: AF_UNIX path too long``)."""
+    folder = Path(tempfile.mkdtemp(prefix="ngt-", dir="/tmp" if os.path.isdir("/tmp") else None))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
 def _forkserver() -> multiprocessing.context.BaseContext:
     """The context ``workers._context`` gives where ``fork`` is missing."""
     context = multiprocessing.get_context("forkserver")
@@ -269,10 +280,9 @@ def test_a_parallel_build_under_the_forkserver_start_method_writes_what_one_proc
     assert multiprocessing.active_children() == []
 
 
-def test_the_cli_under_the_forkserver_start_method_builds_databases_and_leaves_no_copy(tmp_path):
+def test_the_cli_under_the_forkserver_start_method_builds_databases_and_leaves_no_copy(tmp_path, short_tmp):
     hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
-    tmp = tmp_path / "tmp"
-    tmp.mkdir()
+    tmp = short_tmp
     inputs = (FIXTURES / "build" / "retained_run" / "input", hermes)
     expected = _build(inputs[0], tmp_path / "1.jsonl", 1, str(hermes))
     command = [sys.executable, "-c", FORKSERVER_BUILD, "build", *inputs, "-o", tmp_path / "2.jsonl", "--jobs", "2"]
@@ -342,14 +352,13 @@ def _descendants(pid: int) -> set[int]:
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the kernel's parent-death signal is Linux's")
 @pytest.mark.parametrize("method", ["fork", "forkserver"])
-def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path, method):
+def test_workers_die_with_a_parent_killed_by_sigkill(tmp_path, short_tmp, method):
     """Forked workers by the kernel's parent-death signal; a fork server's workers (and so the server,
     whose pipe they hold) by watching the build."""
     corpus = generated_corpus(tmp_path / "corpus", 1500, 4, 11)
     start = ["-m", "ng_traj"] if method == "fork" else ["-c", FORKSERVER_BUILD]
     command = [sys.executable, *start, "build", corpus, "-o", tmp_path / "out.jsonl", "--jobs", "2"]
-    spool = tmp_path / "tmp"  # a killed build cannot remove its spool folder: keep it out of the system's
-    spool.mkdir()
+    spool = short_tmp  # a killed build cannot remove its spool folder: keep it out of the system's
     environment = {**os.environ, "TMPDIR": str(spool), "PYTHONPATH": os.pathsep.join(sys.path)}
     parent = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=environment)
     deadline = time.monotonic() + 60
@@ -397,3 +406,35 @@ def test_the_role_summary_counts_calls_summed_per_server_as_it_counts_each_call(
         "completion_tokens": None,
         "total_tokens": 7,
     }
+
+
+@pytest.mark.parametrize("make", ["spool", "copies"])
+def test_a_signal_while_a_temporary_folder_is_made_leaves_no_folder(tmp_path, monkeypatch, make):
+    """A SIGINT or SIGTERM arriving just after ``mkdtemp`` returned (before the folder's removal is
+    arranged) is raised once the removal is arranged: the build's spool folder and its folder of
+    SQLite copies are gone when the interrupt ends the block."""
+    from ng_traj.io import atomic
+    from ng_traj.writers import spool
+
+    monkeypatch.setattr(atomic, "_interrupts", [])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(sqlite_copy, "_FOLDER", {"path": None})
+    made = tempfile.mkdtemp
+
+    def interrupted(*args, **kwargs):
+        folder = made(*args, **kwargs)
+        atomic.interrupt(signal.SIGTERM, None)  # what the handler does when the signal arrives here
+        return folder
+
+    monkeypatch.setattr(tempfile, "mkdtemp", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        if make == "spool":
+            with spool.spool_folder():
+                pytest.fail("the interrupt is raised before the block runs")
+        else:
+            sqlite_copy.copies_folder()
+    if make == "copies":  # removed when the process exits, as every build's folder of copies is
+        registered = sqlite_copy._FOLDER["path"]
+        assert registered is not None and Path(registered).parent == tmp_path
+        sqlite_copy._remove_folder(registered, os.getpid())
+    assert list(tmp_path.iterdir()) == []

@@ -41,7 +41,6 @@ import os
 import select
 import signal
 import sys
-import tempfile
 import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
@@ -53,7 +52,7 @@ from ng_traj.assemble.chunks import ChunkResult, assemble_chunk
 from ng_traj.assemble.plan import Slot
 from ng_traj.io.atomic import deferred_interrupts
 from ng_traj.sources import sqlite_copy
-from ng_traj.writers.spool import SpooledPayloads, SpoolLines, read_payloads
+from ng_traj.writers.spool import SpooledPayloads, SpoolLines, read_payloads, spool_folder
 
 CHUNK = 8
 """Slots per task sent to a worker. Each task costs both sides a round trip through the pool's pipes
@@ -245,7 +244,7 @@ def run_parallel(
     with contextlib.ExitStack() as stack:
         spool = None
         if not isinstance(encode, SpoolLines):  # payloads pickled to segment files of this folder
-            spool = stack.enter_context(tempfile.TemporaryDirectory(prefix="ng-traj-spool-"))
+            spool = stack.enter_context(spool_folder())
         initargs = (options, encode, spool, sqlite_copy.copies_folder_in_use(), slots if inherited else None, inherited)
         pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_start, initargs=initargs)
         try:

@@ -5,7 +5,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +26,7 @@ from ng_traj.redact import Redactor, check_keys, compile_patterns
 from ng_traj.roles import ROLE_UNMATCHED, parse_roles, unmatched_roles
 from ng_traj.sources.detect import forcible_kinds
 from ng_traj.sources.manifest import read_manifest
-from ng_traj.writers.spool import SpoolLines, spool_appender
+from ng_traj.writers.spool import SpoolLines, spool_appender, spool_folder
 
 
 @dataclass(frozen=True)
@@ -251,7 +250,7 @@ def _open_output(
             yield dataset.add_rows, dataset.encoder()
         return
     if jobs > 1:
-        with atomic_file(output) as handle, tempfile.TemporaryDirectory(prefix="ng-traj-spool-") as folder:
+        with atomic_file(output) as handle, spool_folder() as folder:
             yield spool_appender(handle), SpoolLines(folder)
         return
     with atomic_file(output) as handle:

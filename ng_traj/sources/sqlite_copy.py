@@ -34,6 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ng_traj.io.atomic import deferred_interrupts
 from ng_traj.io.files import open_regular
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -114,9 +115,10 @@ def copies_folder() -> str:
     """
     folder = _FOLDER["path"]
     if folder is None or not os.path.isdir(folder):
-        folder = tempfile.mkdtemp(prefix="ng-traj-sqlite-")
-        atexit.register(_remove_folder, folder, os.getpid())
-        _FOLDER["path"] = folder
+        with deferred_interrupts():  # a signal between making it and arranging its removal would leave it
+            folder = tempfile.mkdtemp(prefix="ng-traj-sqlite-")
+            atexit.register(_remove_folder, folder, os.getpid())
+            _FOLDER["path"] = folder
     return folder
 
 

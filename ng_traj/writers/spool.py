@@ -27,11 +27,32 @@ import os
 import pickle
 import stat
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
+from ng_traj.io.atomic import deferred_interrupts
+
 _COPY_STEP = 1 << 30
+
+
+@contextlib.contextmanager
+def spool_folder() -> Iterator[str]:
+    """The private temporary folder (``ng-traj-spool-*``) of one build's segments, removed with what
+    is left in it when the block ends, however it ends.
+
+    It is made with interrupts deferred (``io/atomic.deferred_interrupts``): a SIGINT or SIGTERM
+    that arrives while the folder is being made is raised once its removal is arranged, not
+    between making it and arranging that (which left an empty folder behind).
+
+    Raises:
+        OSError: The folder could not be made.
+    """
+    with contextlib.ExitStack() as stack:
+        with deferred_interrupts():
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ng-traj-spool-"))
+        yield folder
 
 
 @dataclass(frozen=True, slots=True)
