@@ -110,7 +110,7 @@ BUILD_CODES: dict[str, str] = {
     "hermes_session_duplicate": "a session id in two state.db files; the first (in path order) is used",
     "hermes_session_forms_differ": "a session's forms (state.db, snapshot, gateway transcript) hold different messages; the chosen one is named",
     "hermes_store_unused": "a gateway sessions.json naming no session among the inputs",
-    "hermes_column_invalid": "a state.db JSON column (tool_calls, reasoning details) that is not JSON; the message is kept without it",
+    "hermes_column_invalid": "a state.db JSON column (tool_calls, reasoning details) that is not JSON (the message is kept without it), or a text that is not UTF-8 (read with U+FFFD)",
     "hermes_time_invalid": "a state.db session's started_at or ended_at that is not a time; no duration",
     "hermes_message_repeated": "a gateway transcript line that repeats an earlier message whole (its time included); read once",
     "hermes_record_invalid": "a Hermes line that is JSON but not a record of its file's format; skipped",

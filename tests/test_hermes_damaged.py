@@ -277,3 +277,45 @@ def test_a_state_db_with_a_damaged_header_is_reported_unreadable_not_skipped(tmp
     found = [(d["severity"], d["code"], d["path"]) for d in result.diagnostics if d["path"] == str(db)]
     assert found == [("error", "hermes_db_unreadable", str(db))]
     assert result.exit_code == 1
+
+
+def test_a_message_whose_text_is_not_utf8_is_built_and_reported_with_the_rest(tmp_path: Path) -> None:
+    """SQLite keeps any bytes in a TEXT column: one message (or session column) that is not UTF-8 is
+    read with U+FFFD in place of its bad bytes and reported, and every other message and session of the
+    file is built as before (the query used to fail, losing the transcripts of every session in it)."""
+    home, clean = tmp_path / "home", tmp_path / "clean"
+    home.mkdir()
+    clean.mkdir()
+    build_db(_export(), clean / "state.db")
+    db = build_db(_export(), home / "state.db")
+    with sqlite3.connect(db) as writer:
+        target = writer.execute(
+            "SELECT MIN(id) FROM messages WHERE session_id = ? AND role = 'user'", (ROOT,)
+        ).fetchone()[0]
+        writer.execute("UPDATE messages SET content = CAST(x'48ffa3fe' AS TEXT) WHERE id = ?", (target,))
+        writer.execute("UPDATE sessions SET system_prompt = CAST(x'54ff' AS TEXT) WHERE id = ?", (ROOT,))
+    writer.close()
+    expected = _build(clean, out=tmp_path / "clean.jsonl")
+    result = _build(home, out=tmp_path / "out.jsonl")
+    assert result.exit_code == expected.exit_code == 0
+    seen = {(d["severity"], d["code"], d["message"]) for d in expected.diagnostics}
+    found = sorted({(d["severity"], d["code"], d["message"]) for d in result.diagnostics} - seen)
+    assert found == [
+        (
+            "warning",
+            "hermes_column_invalid",
+            f"session {ROOT}, messages.id={target}: content is not UTF-8 text; "
+            "the message is kept with U+FFFD in place of the bytes that are not",
+        ),
+        (
+            "warning",
+            "hermes_column_invalid",
+            f"session {ROOT}: sessions.system_prompt is not UTF-8 text; read with U+FFFD in place of the bytes that are not",
+        ),
+    ]
+    built, before = _trajectories(tmp_path / "out.jsonl"), _trajectories(tmp_path / "clean.jsonl")
+    assert sorted(built) == sorted(before)
+    assert {k: v for k, v in built.items() if k != ROOT} == {k: v for k, v in before.items() if k != ROOT}
+    conversation = built[ROOT]["invocations"][0]["conversation"]
+    assert len(conversation) == len(before[ROOT]["invocations"][0]["conversation"])
+    assert "H\ufffd\ufffd\ufffd" in [item.get("content") for item in conversation]

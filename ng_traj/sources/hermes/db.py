@@ -112,7 +112,32 @@ def private_copy(path: Path) -> Path:
 
 
 DB_ERRORS = sqlite_copy.DB_ERRORS
-_connect = sqlite_copy.connect
+
+
+class Undecodable(str):
+    """A TEXT value whose bytes are not UTF-8, read with U+FFFD in place of each bad sequence.
+
+    SQLite stores whatever bytes a writer gives it; Python's default text factory raises
+    ``OperationalError: Could not decode to UTF-8`` on such a value, which failed the whole query
+    (every session's transcript in it). The value is kept, marked, so that the message holding it
+    is built and reported (:func:`message_dict`)."""
+
+    __slots__ = ()
+
+
+def _text(value: bytes) -> str:
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        return Undecodable(value.decode("utf-8", errors="replace"))
+
+
+def _connect(copy: Path) -> sqlite3.Connection:
+    """A read-only connection to a private copy (``sqlite_copy.connect``) whose TEXT values that are
+    not UTF-8 read as :class:`Undecodable` instead of failing the query."""
+    connection = sqlite_copy.connect(copy)
+    connection.text_factory = _text
+    return connection
 
 
 def _columns(connection: sqlite3.Connection, table: str, wanted: Iterable[str]) -> tuple[str, ...]:
@@ -258,12 +283,26 @@ def _json_column(value: Any) -> tuple[Any, bool]:
         return None, False
 
 
+def undecodable_columns(row: dict[str, Any]) -> list[str]:
+    """The columns of ``row`` whose text was not UTF-8 (:class:`Undecodable`), in column order."""
+    return [key for key, value in row.items() if isinstance(value, Undecodable)]
+
+
+def plain_text(row: dict[str, Any]) -> dict[str, Any]:
+    """``row`` with its :class:`Undecodable` values as the plain text read (``row`` itself when none is)."""
+    if not any(isinstance(value, Undecodable) for value in row.values()):
+        return row
+    return {key: str(value) if isinstance(value, Undecodable) else value for key, value in row.items()}
+
+
 def message_dict(row: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     """One ``messages`` row as a Hermes message dict, and the JSON columns that did not decode.
 
     ``api_content`` (v23: the exact text sent to the model when it differs from ``content``) is the
-    model-visible content where present.
+    model-visible content where present. A text that was not UTF-8 (:class:`Undecodable`) is kept as
+    the plain text read, U+FFFD in place of its bad bytes (:func:`undecodable_columns` names them).
     """
+    row = plain_text(row)
     message = {key: value for key, value in row.items() if value is not None and key not in _ROW_ONLY}
     wire = row.get("api_content")
     message["content"] = wire if isinstance(wire, str) else decode_content(row.get("content"))

@@ -269,6 +269,11 @@ def _db_forms(path: Path, sessions: list[str], tree: Tree, totals: list[dict[str
     except db.HermesDbError as exc:
         sink.add(Diagnostic("error", "hermes_db_unreadable", str(exc), path=str(path)))
         return
+    for session, row in rows.items():
+        for column in db.undecodable_columns(row):
+            text = f"session {session}: sessions.{column} is not UTF-8 text; read with U+FFFD in place of the bytes that are not"
+            sink.add(Diagnostic("warning", "hermes_column_invalid", text, path=str(path)))
+        rows[session] = db.plain_text(row)
     tree.rows.update(rows)
     if not catalogue.version_known:
         tree.gaps.append(
@@ -296,6 +301,12 @@ def _db_form(session: str, path: Path, rows: list[dict[str, Any]], sink: Diagnos
         if not db.is_live(row):
             continue
         message, broken = db.message_dict(row)
+        for column in db.undecodable_columns(row):
+            text = (
+                f"session {session}, messages.id={row.get('id')}: {column} is not UTF-8 text; "
+                "the message is kept with U+FFFD in place of the bytes that are not"
+            )
+            sink.add(Diagnostic("warning", "hermes_column_invalid", text, path=str(path)))
         for column in broken:
             detail = f"{path.name}:messages.id={row.get('id')}:{column}"
             text = (
