@@ -887,3 +887,21 @@ def test_the_manifest_inside_an_input_folder_is_not_reported_as_an_unclaimed_inp
     result = run_cli("build", folder, "--manifest", manifest, "-o", tmp_path / "out.jsonl", "--verbose")
     assert f"{folder / f'other_{name}'}: info[input_unclaimed]" in result.stderr, result.stderr
     assert f"{manifest}:" not in result.stderr
+
+
+@pytest.mark.parametrize(("loop", "form"), [("self", "jsonl"), ("pair", "jsonl"), ("pair", "parquet")])
+def test_an_output_that_is_a_loop_of_links_is_refused_and_the_links_kept(tmp_path, loop, form):
+    """Writing through a link keeps the link; a link that never reaches a file cannot be written
+    through, and replacing it with a file would lose it: refused before anything is read."""
+    out, other = tmp_path / f"out.{form}", tmp_path / f"other.{form}"
+    if loop == "self":
+        out.symlink_to(out.name)
+    else:
+        out.symlink_to(other.name)
+        other.symlink_to(out.name)
+    result = run_cli("build", RETAINED, "-o", out)
+    assert result.exit_code == 2
+    assert result.stderr.strip() == f"error: output {out} is a loop of symbolic links; name another output"
+    assert out.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        {out.name, other.name} if loop == "pair" else {out.name}
+    )

@@ -39,8 +39,15 @@ def output_folder(target: Path, *, probe: bool = True) -> Path:
     Raises:
         RunError: The folder does not exist, is inside a Parquet dataset folder (a file there is no
             part of the dataset, a dataset there would nest one dataset in another), or (``probe``)
-            no file can be created in it.
+            no file can be created in it; or ``target`` is a symbolic link that never reaches a file
+            or folder (a loop: an output is written through a link, and this one would be replaced).
     """
+    if target.is_symlink():
+        try:
+            os.stat(target)
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise RunError(f"output {target} is a loop of symbolic links; name another output") from exc
     parent = target.parent if str(target.parent) else Path(".")
     if not parent.is_dir():
         raise RunError(f"cannot write output {target}: {_no_folder(parent)}")
@@ -92,7 +99,8 @@ def check_file_target(target: Path) -> Path:
 
     Raises:
         RunError: The folder does not exist or no file can be created in it (unless ``target`` is
-            a device or FIFO, written in place), or ``target`` is a directory.
+            a device or FIFO, written in place), or ``target`` is a directory or a loop of symbolic
+            links (:func:`output_folder`).
     """
     parent = output_folder(target, probe=not _is_special(target))
     if target.is_dir() and not target.is_symlink():
