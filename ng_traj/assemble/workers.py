@@ -159,9 +159,7 @@ def _orphaned() -> bool:
         return os.getppid() != _state["build"]
     try:
         os.kill(_state["build"], 0)
-    except ProcessLookupError:
-        return True
-    except OSError:  # a process of another user took the pid
+    except OSError:  # gone, or its pid taken by a process of another user
         return True
     return False
 

@@ -157,9 +157,8 @@ def _store_location(path: Path) -> bool:
 
 
 def _agents_root(store: Path) -> Path:
-    if store.parent.name == "sessions" and store.name == "sessions.json":
-        return store.parent.parent.parent
-    return store.parent
+    """The agents root of a store (:func:`_agents_root_text` of its text)."""
+    return Path(_agents_root_text(str(store)))
 
 
 def _parent_text(path: str) -> str:
@@ -168,8 +167,9 @@ def _parent_text(path: str) -> str:
 
 
 def _agents_root_text(store: str) -> str:
-    """``str(_agents_root(Path(store)))`` of a store's path as text as ``str`` of a ``Path`` gives it
-    (a build's), without a ``Path``: indexing holds no ``Path`` (and its interned parts) per file."""
+    """The agents root of a store's path as text (as ``str`` of a ``Path`` gives it): the folder above
+    ``sessions/`` for ``<root>/<agent>/sessions/sessions.json``, else the store's folder; no ``Path`` is
+    made, so indexing holds none (nor its interned parts) per file."""
     folder = _parent_text(store)
     if os.path.basename(folder) == "sessions" and os.path.basename(store) == "sessions.json":
         return _parent_text(_parent_text(folder))
