@@ -176,9 +176,10 @@ def walk(path: Path, on_error: Callable[[OSError], None] | None = None) -> Itera
     """Files under ``path`` in sorted order (hidden entries skipped); ``path`` itself when a file.
 
     What ``os.walk`` gives (top-down, no symlinked folder entered, each folder's files before its
-    subfolders, both in sorted order), read with ``os.scandir``: a folder's entries are told apart
-    by the type its listing gives (no ``stat`` per file), and each file's ``Path`` is its folder's
-    joined with the name. A folder that cannot be listed is handed to ``on_error`` and skipped.
+    subfolders, both in sorted order), read with ``os.scandir``: an entry is told a folder, a file or
+    a symlink by the type its folder's listing gives (no ``stat`` or ``lstat`` per entry where the
+    file system gives types), and each file's ``Path`` is its folder's joined with the name. A folder
+    that cannot be listed is handed to ``on_error`` and skipped.
     """
     if not path.is_dir():
         yield path
@@ -194,16 +195,19 @@ def _walk_folder(root: str, on_error: Callable[[OSError], None] | None) -> Itera
         if on_error is not None:
             on_error(exc)
         return
-    folders, files = [], []
+    folders: list[os.DirEntry[str]] = []
+    files: list[str] = []
     for entry in entries:
-        (folders if _is_folder(entry) else files).append(entry.name)
+        if _is_folder(entry):
+            folders.append(entry)
+        else:
+            files.append(entry.name)
     folder = Path(root)
     for name in sorted(files):
         yield folder / name
-    for name in sorted(folders):
-        child = os.path.join(root, name)
-        if not os.path.islink(child):  # as os.walk: a symlinked folder is listed, never entered
-            yield from _walk_folder(child, on_error)
+    for entry in sorted(folders, key=lambda entry: entry.name):
+        if not _is_link(entry):  # as os.walk: a symlinked folder is listed, never entered
+            yield from _walk_folder(entry.path, on_error)
 
 
 def _is_folder(entry: os.DirEntry[str]) -> bool:
@@ -211,5 +215,13 @@ def _is_folder(entry: os.DirEntry[str]) -> bool:
     type cannot be told is a file."""
     try:
         return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    """``os.walk``'s test of a folder it may enter: a symlink (one whose type cannot be told is none)."""
+    try:
+        return entry.is_symlink()
     except OSError:
         return False
