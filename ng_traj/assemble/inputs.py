@@ -214,11 +214,12 @@ def discover(
                     inputs.overlaps.setdefault(named_text, set()).add(seen[identity])
                 continue
             seen[identity] = named_text
-            if identity in manifests and file != named:
+            directly = file is named  # walk hands out a named file itself, never a Path equal to it
+            if identity in manifests and not directly:
                 continue
             entry = (attributed.get(resolved(file)) or named_entry) if attributed else None
             mode = link.st_mode if link is not None and not stat.S_ISLNK(link.st_mode) else None
-            _classify(inputs, file, named_text, file == named, force_kind, entry, sink, mode, capture_folders)
+            _classify(inputs, file, named_text, directly, force_kind, entry, sink, mode, capture_folders)
     inputs.rollout_ids.clear()
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     if held is not None:
@@ -366,13 +367,10 @@ def _classify(
         inputs.native.setdefault(kind, []).append(text)
         inputs.native_named[text] = named
     elif kind == "capture":
-        rollout = (
-            entry.rollout_id
-            if entry
-            else (capture_rollout_id(file.name) or logical_name(file.name).removesuffix(".jsonl"))
-        )
+        own = capture_rollout_id(file.name)  # the rollout id the file's name names, parsed once
+        rollout = entry.rollout_id if entry else (own or logical_name(file.name).removesuffix(".jsonl"))
         rollout = inputs.rollout_ids.setdefault(rollout, rollout)  # one string per rollout id
-        own = capture_rollout_id(file.name) if entry else None
+        own = own if entry else None
         if own is not None and own != rollout and not file.name.endswith(INCOMPLETE_SUFFIX):
             inputs.reattributed.append((str(file), own, entry))  # type: ignore[arg-type]
         inputs.add_capture(file, CaptureKey(rollout, entry.run if entry else None), named)

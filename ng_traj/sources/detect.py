@@ -175,14 +175,53 @@ def _sniff(sniffer: Callable[[Sniffed], Claim | None], sniffed: Sniffed) -> Clai
 def walk(path: Path, on_error: Callable[[OSError], None] | None = None) -> Iterator[Path]:
     """Files under ``path`` in sorted order (hidden entries skipped); ``path`` itself when a file.
 
-    A folder that cannot be listed is handed to ``on_error`` and skipped.
+    What ``os.walk`` gives (top-down, no symlinked folder entered, each folder's files before its
+    subfolders, both in sorted order), read with ``os.scandir``: an entry is told a folder, a file or
+    a symlink by the type its folder's listing gives (no ``stat`` or ``lstat`` per entry where the
+    file system gives types), and each file's ``Path`` is its folder's joined with the name. A folder
+    that cannot be listed is handed to ``on_error`` and skipped.
     """
     if not path.is_dir():
         yield path
         return
-    for root, dirs, files in os.walk(path, onerror=on_error):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        folder = Path(root)
-        for name in sorted(files):
-            if not name.startswith("."):
-                yield folder / name
+    yield from _walk_folder(str(path), on_error)
+
+
+def _walk_folder(root: str, on_error: Callable[[OSError], None] | None) -> Iterator[Path]:
+    try:
+        with os.scandir(root) as listing:
+            entries = [entry for entry in listing if not entry.name.startswith(".")]
+    except OSError as exc:
+        if on_error is not None:
+            on_error(exc)
+        return
+    folders: list[os.DirEntry[str]] = []
+    files: list[str] = []
+    for entry in entries:
+        if _is_folder(entry):
+            folders.append(entry)
+        else:
+            files.append(entry.name)
+    folder = Path(root)
+    for name in sorted(files):
+        yield folder / name
+    for entry in sorted(folders, key=lambda entry: entry.name):
+        if not _is_link(entry):  # as os.walk: a symlinked folder is listed, never entered
+            yield from _walk_folder(entry.path, on_error)
+
+
+def _is_folder(entry: os.DirEntry[str]) -> bool:
+    """``os.walk``'s test: a folder, or a symlink to one (which is then not entered); an entry whose
+    type cannot be told is a file."""
+    try:
+        return entry.is_dir()
+    except OSError:
+        return False
+
+
+def _is_link(entry: os.DirEntry[str]) -> bool:
+    """``os.walk``'s test of a folder it may enter: a symlink (one whose type cannot be told is none)."""
+    try:
+        return entry.is_symlink()
+    except OSError:
+        return False

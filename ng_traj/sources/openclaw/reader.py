@@ -275,7 +275,7 @@ class OpenClawReader:
             paths = [*store_paths, *(node.transcript for node in nodes if node.transcript is not None)]
             paths += [checkpoint for node in nodes for checkpoint in node.checkpoints]
             # the agents root only when loading cannot tell it from the first store (``_agents_root``)
-            derived = bool(store_paths) and _agents_root(store_paths[0]) == stores.root
+            derived = bool(store_paths) and _agents_root_text(str(store_paths[0])) == str(stores.root)  # no Path made
             agents = () if derived else (("agents_root", str(stores.root)),)
             hints = (("root", root), *agents, *(("store", str(p)) for p in store_paths))
             renamed = {node.transcript for node in nodes} & set(stores.renamed.values())

@@ -94,6 +94,16 @@ class Stores:
     """:func:`transcript_for` of each entry asked so far, by its store file, ``sessionFile`` and
     ``sessionId`` (what it depends on): indexing asks it of an entry more than once, and the files
     are taken not to change meanwhile."""
+    root_resolved: Path | None = field(default=None, repr=False)
+    """:func:`io.files.resolved` of :attr:`root` once asked (:meth:`resolved_root`)."""
+
+    def resolved_root(self) -> Path:
+        """The agents root resolved (``io/files.resolved``), worked out once per ``Stores``: every
+        transcript and checkpoint looked up for an entry is checked against it, and the files are
+        taken not to change while the stores are indexed or loaded."""
+        if self.root_resolved is None:
+            self.root_resolved = resolved(self.root)
+        return self.root_resolved
 
 
 def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
@@ -103,9 +113,9 @@ def _entry(key: str, value: dict[str, Any], store: Path) -> StoreEntry:
     session_id = value.get("sessionId") if isinstance(value.get("sessionId"), str) else None
     session_file = value.get("sessionFile") if isinstance(value.get("sessionFile"), str) else None
     conflict = spawned is not None and parent_key is not None and spawned != parent_key
-    entry = StoreEntry(key, session_id, spawned or parent_key, conflict, store, session_file)
-    checkpoints = _checkpoint_files(value.get("compactionCheckpoints"), transcript_names(entry))
-    return replace(entry, forked=value.get("forkedFromParent") is True, checkpoint_files=checkpoints)
+    checkpoints = _checkpoint_files(value.get("compactionCheckpoints"), _transcript_names(session_file, session_id))
+    forked = value.get("forkedFromParent") is True
+    return StoreEntry(key, session_id, spawned or parent_key, conflict, store, session_file, None, forked, checkpoints)
 
 
 def _checkpoint_files(checkpoints: Any, own: list[str]) -> tuple[str, ...]:
@@ -232,11 +242,16 @@ class TreeNode:
 
 def transcript_names(entry: StoreEntry) -> list[str]:
     """The file names an entry's transcript may have: its ``sessionFile``'s, then ``<sessionId>.jsonl``."""
+    return _transcript_names(entry.session_file, entry.session_id)
+
+
+def _transcript_names(session_file: str | None, session_id: str | None) -> list[str]:
+    """:func:`transcript_names` of an entry with this ``sessionFile`` and ``sessionId``."""
     names = []
-    if entry.session_file:
-        names.append(Path(entry.session_file.replace("\\", "/")).name)
-    if entry.session_id:
-        names.append(f"{entry.session_id}.jsonl")
+    if session_file:
+        names.append(Path(session_file.replace("\\", "/")).name)
+    if session_id:
+        names.append(f"{session_id}.jsonl")
     return [variant for name in names for variant in (name, *(name + suffix for suffix in SUFFIXES))]
 
 
@@ -267,9 +282,10 @@ def refused_transcript(entry: StoreEntry, root: Path) -> Path | None:
     return None
 
 
-def transcript_for(entry: StoreEntry, root: Path) -> Path | None:
-    """The transcript file of a store entry (module docstring), or ``None``."""
-    resolved_root = resolved(root)
+def transcript_for(entry: StoreEntry, root: Path, resolved_root: Path | None = None) -> Path | None:
+    """The transcript file of a store entry (module docstring), or ``None``; ``resolved_root`` is
+    ``resolved(root)`` when the caller has it."""
+    resolved_root = resolved_root or resolved(root)
     for candidate in (entry.folder / name for name in transcript_names(entry)):
         if _usable(candidate, resolved_root):
             return candidate
@@ -284,15 +300,18 @@ def stored_transcript(stores: Stores, entry: StoreEntry) -> Path | None:
     """:func:`transcript_for` of an entry of ``stores``, looked up once per entry (``Stores.transcripts``)."""
     key = (entry.store, entry.session_file, entry.session_id)
     if key not in stores.transcripts:
-        stores.transcripts[key] = transcript_for(entry, stores.root)
+        stores.transcripts[key] = transcript_for(entry, stores.root, stores.resolved_root())
     return stores.transcripts[key]
 
 
-def checkpoints_for(entry: StoreEntry, root: Path, transcript: Path | None) -> tuple[Path, ...]:
+def checkpoints_for(
+    entry: StoreEntry, root: Path, transcript: Path | None, resolved_root: Path | None = None
+) -> tuple[Path, ...]:
     """Checkpoint copies of an entry's transcript in its store's folder: the files its
     ``compactionCheckpoints`` name, and ``<sessionId>.checkpoint.*.jsonl``; usable files only (as
-    transcripts), never the transcript itself."""
-    resolved_root = resolved(root)
+    transcripts), never the transcript itself. ``resolved_root`` is ``resolved(root)`` when the
+    caller has it."""
+    resolved_root = resolved_root or resolved(root)
     candidates = [entry.folder / name for name in entry.checkpoint_files]
     if entry.session_id:
         candidates += sorted(_named(entry.folder, (f"{entry.session_id}.checkpoint.",), ".jsonl"))
@@ -308,7 +327,7 @@ def adopt_renamed(stores: Stores, headers: Mapping[str, str] | Mapping[Path, str
     usable transcript of its own adopts the one input in its store's folder whose header id is its
     ``sessionId`` (none when several are). Returns the entries adopted, in key order, with their file.
     """
-    resolved_root = resolved(stores.root)
+    resolved_root = stores.resolved_root()
     adopted = []
     for key, entry in sorted(stores.entries.items()):
         if not entry.session_id or stored_transcript(stores, entry) is not None:
@@ -390,7 +409,7 @@ def discover_tree(
         if transcript is None:
             incomplete = True
             gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=key, detail=entry.session_id))
-        checkpoints = checkpoints_for(entry, stores.root, transcript)
+        checkpoints = checkpoints_for(entry, stores.root, transcript, stores.resolved_root())
         nodes.append(TreeNode(key, parents[key], entry.session_id, transcript, checkpoints))
     if incomplete:
         gaps.append(ObservationGap(code="subagent_hierarchy_incomplete"))
