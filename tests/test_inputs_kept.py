@@ -4,6 +4,7 @@ nothing leaves an earlier output as it was."""
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
 from pathlib import Path
 
@@ -195,3 +196,58 @@ def test_a_foreign_html_page_or_json_document_in_a_folder_is_not_taken_for_ng_tr
     assert _skipped_as_own(result.stderr, folder) == {}
     assert f"{folder / 'notes.html'}: info[input_unclaimed]" in result.stderr
     assert f"{folder / 'other.json'}:1: error[schema_version_unsupported]" in result.stderr  # read, as before
+
+
+RUN = FIXTURES / "build" / "retained_run" / "input"
+OLD = (1_000_000_000, 1_000_000_000)  # 2001: a folder time no run of these tests leaves
+
+
+def _refusals(tmp: Path) -> dict[str, tuple[tuple, Path]]:
+    """Each refused command line (``name -> (arguments, the output it names)``) over a copy of the
+    retained run in ``tmp/run``, with its trajectories at ``run/t.json`` and a manifest there."""
+    run = tmp / "run"
+    shutil.copytree(RUN, run)
+    (run / "sub").mkdir()
+    shutil.copy(run / "rollouts.jsonl", run / "sub" / "out.jsonl")
+    shutil.copy(BUILT, run / "t.json")
+    (run / "m.jsonl").write_text('{"rollout_id": "0-0", "path": "capture/0-0.capture.jsonl"}\n')
+    (tmp / "link.jsonl").symlink_to(run / "rollouts.jsonl")
+    capture = run / "capture" / "0-0.capture.jsonl"
+    return {
+        "build-under-folder": (("build", run, "-o", run / "sub" / "out.jsonl"), run / "sub" / "out.jsonl"),
+        "build-named": (("build", run / "rollouts.jsonl", "-o", run / "rollouts.jsonl"), run / "rollouts.jsonl"),
+        "build-link-named": (("build", tmp / "link.jsonl", "-o", run / "rollouts.jsonl"), run / "rollouts.jsonl"),
+        "build-manifest": (("build", run, "--manifest", run / "m.jsonl", "-o", run / "m.jsonl"), run / "m.jsonl"),
+        "build-manifest-path": (("build", run / "sub", "--manifest", run / "m.jsonl", "-o", capture), capture),
+        "report": (("report", run / "t.json", "-o", run / "t.json"), run / "t.json"),
+        "convert": (("convert", run / "t.json", "-o", run / "t.json"), run / "t.json"),
+        "export": (("export", run / "t.json", "--format", "otlp", "-o", run / "t.json"), run / "t.json"),
+    }
+
+
+REFUSED = ("build-under-folder", "build-named", "build-link-named", "build-manifest", "build-manifest-path")
+
+
+@pytest.mark.parametrize("name", [*REFUSED, "report", "convert", "export"])
+def test_an_output_that_is_an_input_is_refused_before_anything_is_made_or_read(tmp_path, name, monkeypatch):
+    """The refusal comes first. Before, build, report and convert made and removed a probe file
+    beside the output (inside the input folder, whose time it changed) and build sniffed every
+    input, before refusing; a build of a symbolic link to the output was not refused at all, and
+    replaced the file the link names."""
+    import ng_traj.assemble.inputs as inputs
+
+    args, output = _refusals(tmp_path)[name]
+    folders = [tmp_path / "run", *(p for p in (tmp_path / "run").rglob("*") if p.is_dir())]
+    for folder in folders:
+        os.utime(folder, OLD)
+    kept = {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()}
+    sniffed = []
+    real_claims = inputs.claims
+    monkeypatch.setattr(inputs, "claims", lambda file, *rest: sniffed.append(Path(file)) or real_claims(file, *rest))
+    result = run_cli(*args)
+    assert result.exit_code == 2, result.stderr
+    assert f"error: output {output} is " in result.stderr, result.stderr
+    assert "built " not in result.stderr
+    assert {folder: os.stat(folder).st_mtime for folder in folders} == {folder: OLD[1] for folder in folders}
+    assert {p: p.read_bytes() for p in (tmp_path / "run").rglob("*") if p.is_file()} == kept
+    assert set(sniffed) <= {output}  # the output alone, to tell whether a reader claims it

@@ -184,7 +184,7 @@ def discover(
     inputs = Inputs()
     attributed = {resolved(entry.path): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]
-    output = _file_identity(exclude, _lstat(exclude)) if exclude is not None and exclude.exists() else None
+    output = _stat_identity(exclude) if exclude is not None else None
     held: tuple[Path, Path] | None = None  # the output, a rows file under a named folder: an earlier --attach?
     manifests = {_file_identity(real, _lstat(real)) for real in _manifest_files(manifest)}
     seen: dict[object, str] = {}
@@ -205,7 +205,7 @@ def discover(
         for file in walk(named, unreadable):
             link = _lstat(file)
             identity = _file_identity(file, link)
-            if identity == output:
+            if output is not None and (identity == output or (_is_link(link) and _stat_identity(file) == output)):
                 if _refuse_output(file, named, exclude):  # type: ignore[arg-type]
                     held = (file, named)
                 continue
@@ -227,6 +227,65 @@ def discover(
     if len(inputs.rollout_files) > 1:
         _skip_attach_outputs(inputs, sink)
     return inputs
+
+
+def refuse_output_among_inputs(paths: list[Path], output: Path) -> bool:
+    """Stop before anything is written or any input read when the output file ``output`` (the file
+    the output replaces, ``io.atomic.written_path``) is one of the inputs ``paths`` (named ones and
+    the manifest's): the same file by any path it is named by (a symbolic link to it, a hard link of
+    it), or a file at its own path under a named folder that a reader claims. Only ``output`` itself
+    is read (its first record, which tells the claim).
+
+    Discovery applies the same rule to every file it walks (:func:`_refuse_output`), which catches
+    what only a walk finds (a link inside a folder to the output, a hard link of it there).
+
+    Returns:
+        ``True`` when the verdict needs the other inputs: ``output`` is rollout rows carrying
+        ``ng_trajectory`` under a named folder, an earlier ``build --attach`` output only if it
+        matches the rows of another rollouts file of the build (decided by :func:`discover`).
+
+    Raises:
+        RunError: As above, naming the output (and the folder it is under).
+    """
+    target = _stat_identity(output)
+    if target is None:  # nothing there yet, or no regular file: nothing an input could be
+        return False
+    for named in paths:
+        if _stat_identity(named) == target:
+            _refuse_output(named, named, output)
+    pending = False
+    for named in paths:
+        walked = _walked_as(named, output)
+        if walked is not None:
+            pending = _refuse_output(walked, named, output) or pending
+    return pending
+
+
+def _walked_as(named: Path, file: Path) -> Path | None:
+    """The path under which walking the named folder ``named`` (``detect.walk``: hidden entries
+    skipped, links to folders not followed) finds ``file``, or ``None`` when it does not."""
+    if not named.is_dir() or is_dataset(named):
+        return None
+    try:
+        below = Path(os.path.realpath(file)).relative_to(os.path.realpath(named))
+    except ValueError:
+        return None
+    if not below.parts or any(part.startswith(".") for part in below.parts):
+        return None
+    return named / below
+
+
+def _stat_identity(path: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of the regular file ``path`` names (through symbolic links), else ``None``."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return (found.st_dev, found.st_ino) if stat.S_ISREG(found.st_mode) else None
+
+
+def _is_link(link: os.stat_result | None) -> bool:
+    return link is not None and stat.S_ISLNK(link.st_mode)
 
 
 def _manifest_files(manifest: list[ManifestEntry]) -> set[Path]:
@@ -260,12 +319,14 @@ def _refuse_output(file: Path, named: Path, output: Path) -> bool:
     Raises:
         RunError: ``file`` was named directly, or would be read as an input (writing would replace it).
     """
+    if file == named:
+        raise RunError(_OUTPUT_IS_INPUT.format(output=output, where=""))
     kinds = [claim.kind for claim in claims(file) if claim.kind != "unsupported"]
-    if file != named and kinds == ["rollouts"]:
+    if kinds == ["rollouts"]:
         first = first_record(file)
         if isinstance(first, dict) and "ng_trajectory" in first:
             return True
-    if file == named or kinds:
+    if kinds:
         raise RunError(_OUTPUT_IS_INPUT.format(output=output, where=_where(file, named, kinds)))
     return False
 

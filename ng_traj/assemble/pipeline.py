@@ -69,17 +69,22 @@ def prepare(
     manifest: list[ManifestEntry] = (),  # type: ignore[assignment]
     max_line_bytes: int,
     exclude: Path | None = None,
+    discovered: Callable[[], None] | None = None,
 ) -> tuple[Inputs, list[Slot], PlanStats]:
     """Discover and plan: the slots to build, in output order.
 
     Args:
         exclude: The output file: never read as an input, even inside a named folder.
+        discovered: Called once the inputs are discovered (the output refused if it is one of them),
+            before planning reads them.
 
     Raises:
         RunError: A named input does not exist.
     """
     with resolved_folders():  # the inputs are taken not to change while they are discovered and planned
         inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest, exclude=exclude)
+        if discovered is not None:
+            discovered()
         slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes, manifest=manifest)
     inputs.planned()
     return inputs, slots, stats

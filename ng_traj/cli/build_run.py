@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ng_traj.assemble.build import BuildOptions, Encode, encode_line
+from ng_traj.assemble.inputs import refuse_output_among_inputs
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.assemble.run import run_slots
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name
@@ -102,16 +103,28 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     gym_release(request.gym_release, chosen)
     if chosen == "parquet" and request.attach:
         raise RunError("--attach writes rollout rows (JSONL); a Parquet dataset holds trajectories: drop one")
-    if chosen == "parquet":
-        from ng_traj.writers.parquet import check_target
-
-        check_target(Path(output))  # before reading any input; checked again when the dataset is replaced
-    elif output != STDOUT:
-        refuse_compressed_name(output)
-        check_file_target(Path(output))
+    if output != STDOUT:
+        if chosen == "jsonl":
+            refuse_compressed_name(output)
+        _check_target(output, chosen, probe=False)  # nothing made yet: probed once no input is the output
     if output != STDOUT and request.manifest is not None:
         _refuse_manifest_as_output(request.manifest, Path(output))
     return output, chosen
+
+
+def _check_target(output: str, chosen: str, *, probe: bool = True) -> None:
+    """Check the output before any input is read (again when it is written); with ``probe``, by
+    making and removing a file beside it (``io.atomic.output_folder``).
+
+    Raises:
+        RunError: The output cannot be written there (its folder is missing, read-only, ...).
+    """
+    if chosen == "parquet":
+        from ng_traj.writers.parquet import check_target
+
+        check_target(Path(output), probe=probe)
+    else:
+        check_file_target(Path(output), probe=probe)
 
 
 def _refuse_manifest_as_output(manifest: Path, output: Path) -> None:
@@ -178,13 +191,21 @@ def _build(
     with reporter.feedback() as feedback:
         feedback.step("planning: reading and attributing inputs")
         manifest = read_manifest(request.manifest, sink) if request.manifest else []
+        exclude = None if output == STDOUT else written_path(Path(output))
+        pending = exclude is not None and refuse_output_among_inputs(
+            [*request.inputs, *(entry.path for entry in manifest)], exclude
+        )
+        probe = (lambda: None) if exclude is None else lambda: _check_target(output, chosen)
+        if not pending:  # else the output may yet be refused: probed once discovery decided
+            probe()
         inputs, slots, stats = prepare(
             request.inputs,
             sink,
             force_kind=request.force_kind,
             manifest=manifest,
             max_line_bytes=request.max_line_bytes,
-            exclude=None if output == STDOUT else written_path(Path(output)),
+            exclude=exclude,
+            discovered=probe if pending else None,
         )
         feedback.finish_steps()
         options = BuildOptions(

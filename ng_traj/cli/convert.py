@@ -98,6 +98,7 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
             raise RunError(
                 f"{source} is JSONL and converts to a Parquet dataset (a directory): name it like out.parquet"
             )
+    _refuse_source_as_output(source, output)
     from ng_traj.writers.parquet_convert import jsonl_to_dataset
 
     reporter = Reporter("convert", output_format, level, results_on_stdout=output == STDOUT)
@@ -123,6 +124,21 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
     }
     reporter.summary(data, code, line, lambda console: console.print(printable(line), markup=False))
     return code
+
+
+def _refuse_source_as_output(source: Path, output: str) -> None:
+    """Stop before anything is read or written when ``output`` is ``source`` (by any path) or a
+    folder holding it (``records.refuse_input_as_output``); a folder that is no dataset is refused
+    later, for what it is.
+
+    Raises:
+        RunError: As above.
+    """
+    from ng_traj.records import refuse_input_as_output
+    from ng_traj.writers.dataset_paths import is_dataset
+
+    if output != STDOUT and (not source.is_dir() or is_dataset(source)):
+        refuse_input_as_output([source], Path(output))
 
 
 def _to_jsonl(

@@ -126,8 +126,8 @@ def run(
     to_stdout = str(output) == STDOUT
     written = [] if to_stdout else [output]  # a file named '-' is an input like any other
     if not to_stdout:
+        refuse_input_as_output([*inputs, *compare], output)  # before the output's folder is probed
         check_file_target(output)
-        refuse_input_as_output([*inputs, *compare], output)
     shown = mask or (lambda value: value)
     side, other = html.Collected(), html.Collected()
     with reporter.feedback() as feedback:

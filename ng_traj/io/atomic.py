@@ -93,16 +93,17 @@ def _refuse_inside_dataset(target: Path, parent: Path) -> None:
             )
 
 
-def check_file_target(target: Path) -> Path:
+def check_file_target(target: Path, *, probe: bool = True) -> Path:
     """The folder an output file ``target`` is written in (checked before any input is read, and again
-    when writing starts).
+    when writing starts). Without ``probe`` nothing is created: a command checks so first, refuses an
+    output that is one of its inputs, and only then probes the folder (a refused run writes nothing).
 
     Raises:
-        RunError: The folder does not exist or no file can be created in it (unless ``target`` is
-            a device or FIFO, written in place), or ``target`` is a directory or a loop of symbolic
-            links (:func:`output_folder`).
+        RunError: The folder does not exist or (``probe``) no file can be created in it (unless
+            ``target`` is a device or FIFO, written in place), or ``target`` is a directory or a loop
+            of symbolic links (:func:`output_folder`).
     """
-    parent = output_folder(target, probe=not _is_special(target))
+    parent = output_folder(target, probe=probe and not _is_special(target))
     if target.is_dir() and not target.is_symlink():
         raise RunError(f"output {target} is a directory; give a file path")
     return parent

@@ -187,17 +187,18 @@ class DatasetWriter:
                 handle.close()
 
 
-def check_target(path: Path) -> None:
+def check_target(path: Path, *, probe: bool = True) -> None:
     """Refuse to replace anything but an ng-traj dataset holding nothing else (or nothing) at ``path``.
 
-    A dataset of the first layout (loose table files) may be replaced too.
+    A dataset of the first layout (loose table files) may be replaced too. With ``probe``, a file is
+    created and removed beside ``path`` to prove its folder writable (``io.atomic.output_folder``).
 
     Raises:
         RunError: The folder of ``path`` does not exist; ``path`` is a file, a folder that is not an
             ng-traj dataset, or a dataset folder that also holds other files or folders (which
             replacing it would delete).
     """
-    output_folder(path)
+    output_folder(path, probe=probe)
     if not path.exists():
         return
     if not (is_dataset(path) or is_old_layout(path)):
