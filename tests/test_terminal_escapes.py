@@ -81,13 +81,15 @@ def test_the_export_summary_lines_escape_rollout_ids(tmp_path):
 
 def test_summary_lines_escape_the_paths_they_name(tmp_path):
     source = FIXTURES / "build" / "retained_run" / "input"
-    built = tmp_path / ("b" + EVIL.replace("\n", "") + ".jsonl")  # a file name may hold ESC, not "/"
+    name = EVIL.replace("\n", "").replace("/", "")  # a file name may hold ESC, not "/"
+    built = tmp_path / ("b" + name + ".jsonl")
     result = run_cli("build", source, "-o", built)
+    assert built.is_file(), result.stderr
     _clean(result.stderr)
     assert "b\\x1b[31m" in result.stderr
     converted = run_cli("convert", built, "-o", tmp_path / "out.parquet")
     _clean(converted.stderr)
-    report = run_cli("report", built, "-o", tmp_path / ("r" + EVIL.replace("\n", "") + ".html"))
+    report = run_cli("report", built, "-o", tmp_path / ("r" + name + ".html"))
     _clean(report.stderr)
     assert "r\\x1b[31m" in report.stderr
 
