@@ -124,6 +124,31 @@ def stderr_console() -> Console:
     return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
 
 
+PIPED_WIDTH = 1_000_000
+"""The width, in columns, of what a command prints on standard output when it is not a terminal: no
+line of a table or text is cut, folded or wrapped short of it (a row stays one line, a path whole)."""
+
+
+def stdout_console(buffered: bool = False) -> Console:
+    """A console for what a command prints on standard output.
+
+    On a terminal, the terminal itself (its width and colours), or, with ``buffered``, a console
+    writing into memory (``console.file``, an ``io.StringIO``) that renders as the terminal would.
+    Elsewhere (a pipe, a file) always one writing into memory, without colour and
+    :data:`PIPED_WIDTH` columns wide: rich's own default there, 80 columns, would ellipsise or fold
+    table cells such as the file paths of ``show``'s ``where`` column. No ``:name:`` emoji codes
+    replaced (file names and ``x.jsonl:100:`` contain them), no highlighting.
+    """
+    import io
+
+    terminal = Console(highlight=False, emoji=False)
+    if terminal.is_terminal and not buffered:
+        return terminal
+    width = terminal.width if terminal.is_terminal else PIPED_WIDTH
+    colours = terminal.color_system if terminal.is_terminal else None
+    return Console(file=io.StringIO(), highlight=False, emoji=False, width=width, color_system=colours)
+
+
 def guarded(debug: bool, body: Callable[[], int]) -> None:
     """Run a command body and exit with its code, mapping failures to exit codes (module docstring).
 

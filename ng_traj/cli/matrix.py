@@ -9,7 +9,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, MaxLineBytesOption, guarded, stdout_errors
+from ng_traj.cli.common import (
+    EXIT_DATA,
+    EXIT_OK,
+    DebugOption,
+    MaxLineBytesOption,
+    guarded,
+    stdout_console,
+    stdout_errors,
+)
 from ng_traj.cli.output import (
     QuietOption,
     Reporter,
@@ -157,23 +165,15 @@ def _counted(items: Iterable[MatrixRecord], advance: Callable[[], None], newer: 
 
 def _write(data: dict, table_format: str, render) -> None:
     """Write the matrix to standard output in one piece (the table as rich renders it for the terminal,
-    200 columns wide elsewhere), so that a full or closed standard output is met as any command meets it.
+    unbounded elsewhere: ``stdout_console``), so that a full or closed standard output is met as any command meets it.
 
     Raises:
         RunError: Standard output cannot be written.
     """
     if table_format == "table":
-        import io
-
-        from rich.console import Console
-
-        terminal = Console(highlight=False, emoji=False)  # what standard output is: colours, width
-        rendered = io.StringIO()
-        width = terminal.width if terminal.is_terminal else 200
-        system = terminal.color_system if terminal.is_terminal else None
-        stdout = Console(file=rendered, highlight=False, emoji=False, width=width, color_system=system)
+        stdout = stdout_console(buffered=True)
         render.table(data, stdout)
-        payload = rendered.getvalue().encode()
+        payload = stdout.file.getvalue().encode()
     else:
         text = {"markdown": render.markdown, "csv": render.csv_text}.get(table_format)
         payload = text(data).encode() if text is not None else render.json_bytes(data)
