@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
+PATH_CHECKS: dict[str, Any] = {"readable": False}
+"""The keyword arguments of every ``typer.Argument`` or ``typer.Option`` that names a path: Typer's
+own readability check, which answers an unreadable path with the usage block, is off. Commands check
+their input paths themselves (``io.files.check_inputs``: one line with the path and the reason, exit
+2, for a missing, looped or unreadable input alike), and an output path need not be readable."""
+
 DEBUG_HELP = "Show a traceback for unexpected errors."
 DebugOption = Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)]
 MaxLineBytesOption = Annotated[

@@ -12,6 +12,7 @@ import typer
 from ng_traj.cli.common import (
     EXIT_DATA,
     EXIT_OK,
+    PATH_CHECKS,
     DebugOption,
     MaxLineBytesOption,
     guarded,
@@ -28,6 +29,7 @@ from ng_traj.cli.output import (
 )
 from ng_traj.diagnostics import RunError, plural, printable
 from ng_traj.io.atomic import write_all
+from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
 
@@ -47,6 +49,7 @@ def command(
             metavar="INPUT",
             help="ng_trajectory JSONL, rollout JSONL carrying ng_trajectory, a Parquet dataset, or raw inputs (built first).",
             show_default=False,
+            **PATH_CHECKS,
         ),
     ],
     by: Annotated[
@@ -128,6 +131,7 @@ def run(
         roles = parse_roles(role)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    check_inputs(inputs)  # before anything looks inside them
     for path in inputs:
         _refuse_parquet(path)
     documented = load_reference()

@@ -13,6 +13,7 @@ import typer
 from ng_traj.cli.common import (
     EXIT_DATA,
     EXIT_OK,
+    PATH_CHECKS,
     DebugOption,
     MaxLineBytesOption,
     RedactKeyOption,
@@ -40,7 +41,7 @@ PAGER_LESS = "-RFX"
 
 
 def command(
-    source: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False)],
+    source: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False, **PATH_CHECKS)],
     rollout: Annotated[
         str | None, typer.Argument(metavar="[ROLLOUT]", help="The rollout id to show; without it, the list.")
     ] = None,
