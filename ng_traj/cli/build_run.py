@@ -22,6 +22,7 @@ from ng_traj.cli.output import Reporter
 from ng_traj.diagnostics import Diagnostic, RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
 from ng_traj.io.compression import logical_name
+from ng_traj.io.files import check_inputs
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, check_keys, compile_patterns
 from ng_traj.roles import ROLE_UNMATCHED, parse_roles, unmatched_roles
@@ -109,6 +110,7 @@ def _check(request: BuildRequest) -> tuple[str, str]:
         _check_target(output, chosen, probe=False)  # nothing made yet: probed once no input is the output
     if output != STDOUT and request.manifest is not None:
         _refuse_manifest_as_output(request.manifest, Path(output))
+    check_inputs(request.inputs)  # before the manifest is read (which checks it alike) or the output probed
     return output, chosen
 
 
