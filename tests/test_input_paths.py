@@ -123,3 +123,10 @@ def test_an_unreadable_file_or_folder_is_one_line_naming_it_in_every_command(fol
         assert (code, stderr) == (2, f"error: cannot read {what} {path}: {reason}\n"), args
     assert not any((folder / name).exists() for name in OUTPUTS)
     assert (folder / "locked.jsonl").read_bytes() == TRAJECTORIES.read_bytes()
+
+
+def test_build_checks_its_inputs_before_it_reads_the_manifest(folder):
+    """The manifest's bad row would be a ``manifest_row_invalid`` error: never read, never said."""
+    (folder / "m.jsonl").write_text('{"rollout_id": "0-0"}\n')
+    result = run_cli("build", "gone", "--manifest", "m.jsonl", "-o", "out.jsonl")
+    assert (result.exit_code, result.stderr) == (2, f"error: cannot read input gone: {MISSING}\n")

@@ -110,7 +110,6 @@ def _check(request: BuildRequest) -> tuple[str, str]:
         _check_target(output, chosen, probe=False)  # nothing made yet: probed once no input is the output
     if output != STDOUT and request.manifest is not None:
         _refuse_manifest_as_output(request.manifest, Path(output))
-    check_inputs(request.inputs)  # before the manifest is read (which checks it alike) or the output probed
     return output, chosen
 
 
@@ -180,6 +179,7 @@ def run(request: BuildRequest) -> int:
         check_keys(request.redact_keys)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    check_inputs(request.inputs)  # after the flags, before the manifest is read (checked alike) or the output probed
     with text_copies():  # the text of compressed rollouts files, removed when the build ends
         return _build(request, output, chosen, roles, patterns)
 
