@@ -28,7 +28,7 @@ from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.contract.revisions import keys_0_7
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.io.spans import text_copies
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
@@ -81,14 +81,9 @@ def classify(paths: list[Path]) -> MatrixInputs:
     raw inputs are given too: then they go to the build with them, so that a capture store of the
     same run attaches to its rows (re-projecting a collector row is idempotent) instead of giving
     capture-only trajectories. A named folder all of whose files are built is passed to the build
-    whole, so that the build reports its files as for ``ng-traj build FOLDER``.
-
-    Raises:
-        RunError: A named path does not exist.
+    whole, so that the build reports its files as for ``ng-traj build FOLDER``. The named paths
+    were checked (``io.files.check_inputs``) before anything else looked at them.
     """
-    for named in paths:
-        if not named.exists():
-            raise RunError(f"{named}: no such file or directory")
     kinds = {
         named: [(named, "dataset")] if is_dataset(named) else [(file, _kind(file)) for file in walk(named)]
         for named in paths
@@ -163,11 +158,8 @@ def _plain_context(record: TrajectoryRecord) -> RecordContext:
 def all_records(
     paths: list[Path], sink: DiagnosticSink, *, roles: Mapping[str, str], max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> Iterator[MatrixRecord]:
-    """Every record of the named inputs: record files in path order, then the build of the raw inputs.
-
-    Raises:
-        RunError: A named path does not exist.
-    """
+    """Every record of the named inputs (checked by the caller: ``io.files.check_inputs``): record
+    files in path order, then the build of the raw inputs."""
     inputs = classify(paths)
     for path, own in inputs.own:
         sink.add(Diagnostic("info", "input_unsupported", f"recognised as {own}; skipped", path=str(path)))

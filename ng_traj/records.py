@@ -37,6 +37,7 @@ from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
 from ng_traj.input_kind import holds_trajectories, not_trajectories
+from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.sources.detect import own_output, walk
 from ng_traj.sources.sniff import json_named
@@ -195,14 +196,14 @@ def input_files(paths: Iterable[Path], outputs: Iterable[Path] = ()) -> list[Pat
             trajectory or a rollout row carrying one (:func:`input_kind.holds_trajectories`).
 
     Raises:
-        RunError: A named path does not exist, or is a Parquet file or a table folder of a dataset
-            (only a dataset folder is read as Parquet).
+        RunError: A named path cannot be read (``io.files.check_inputs``), or is a Parquet file or a
+            table folder of a dataset (only a dataset folder is read as Parquet).
     """
     found: dict[Path, None] = {}
     written = [Path(os.path.realpath(output)) for output in outputs]
+    paths = list(paths)
+    check_inputs(paths)
     for named in paths:
-        if not named.exists():
-            raise RunError(f"{named}: no such file or directory")
         refuse_parquet_file(named)
         dataset = table_folder_of(named)
         if dataset is not None:
@@ -227,7 +228,7 @@ def refuse_input_as_output(inputs: Iterable[Path], *outputs: Path) -> None:
     found under a named folder is not an input (:func:`input_files`).
 
     Raises:
-        RunError: As above, naming the input; or a named input does not exist.
+        RunError: As above, naming the input; or a named input cannot be read.
     """
     targets = {Path(os.path.realpath(output)): output for output in outputs}
     for file in input_files(inputs, outputs):
@@ -256,7 +257,7 @@ def read_inputs(
     one ``input_unsupported`` info diagnostic saying so, and is not read.
 
     Raises:
-        RunError: A named path does not exist.
+        RunError: A named path cannot be read (``io.files.check_inputs``).
     """
     paths = [Path(path) for path in paths]
     named = set(paths)

@@ -401,3 +401,16 @@ def test_a_parquet_dataset_gives_the_matrix_of_its_jsonl(tmp_path):
     for group in groups:
         for criterion in ("C1", "C3", "C4", "C5", "C6", "C7"):
             assert group["cells"][criterion] == by_rows[group["group"]]["cells"][criterion]
+
+
+def test_a_piped_table_keeps_long_group_names_whole(tmp_path):
+    """Piped, the table was 200 columns wide and cut a long agent name with an ellipsis."""
+    name = "an_agent_whose_name_is_long_" * 8
+    rows = [orjson.loads(line) for line in (MATRIX / "rows.jsonl").read_bytes().splitlines()]
+    for row in rows:
+        row["agent_ref"] = {"name": name}
+    (tmp_path / "rows.jsonl").write_bytes(b"".join(orjson.dumps(row) + b"\n" for row in rows))
+    result = run_cli("matrix", tmp_path / "rows.jsonl")
+    assert result.exit_code == 0, result.stderr
+    assert "…" not in result.stdout
+    assert f"│ {name} │       5 │" in result.stdout  # records right-justified under its header

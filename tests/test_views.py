@@ -385,3 +385,21 @@ def test_build_counts_tool_call_records_and_show_function_calls_and_each_says_wh
     assert "function calls" in listed.stdout and "tool calls" not in listed.stdout
     one = run_cli("show", out, "0-0", "--line", "1")
     assert "0 model calls, 7 function calls (0 with a tool-call record)" in one.stdout
+
+
+def test_show_through_a_pipe_prints_long_paths_and_lines_whole(tmp_path):
+    """Piped, rich's default 80 columns (160 before) cut the where column with an ellipsis and
+    wrapped the header: each path is printed whole, on its row's one line."""
+    folder = tmp_path / ("a-folder-name-long-enough-" * 4) / ("to-push-the-where-column-" * 4)
+    folder.mkdir(parents=True)
+    copy = folder / "parallel_subagent.jsonl"
+    copy.write_bytes(PARALLEL.read_bytes())
+    assert len(str(copy)) > 200
+    listed = run_cli("show", copy)
+    assert listed.exit_code == 0, listed.stderr
+    assert "…" not in listed.stdout
+    row = next(line for line in listed.stdout.splitlines() if line.startswith("│ 1-0 "))
+    assert row.rstrip(" │").endswith(f"│ {copy}:1")
+    one = run_cli("show", copy, "1-0")
+    assert one.exit_code == 0, one.stderr
+    assert f"\nfrom {copy}:1\n" in one.stdout

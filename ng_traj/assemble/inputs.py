@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
-from ng_traj.io.files import check_regular, note_regular, resolved
+from ng_traj.io.files import check_inputs, check_regular, note_regular, resolved
 from ng_traj.io.lines import STREAM_INVALID, UTF16_CODE, file_utf16, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import claims, forcible_kinds, walk
@@ -176,11 +176,10 @@ def discover(
     artifact, so not reported as one no reader recognises).
 
     Raises:
-        RunError: A named path does not exist.
+        RunError: A named path cannot be read (``io.files.check_inputs``: missing, a loop of symbolic
+            links, no permission).
     """
-    for path in paths:
-        if not path.exists():
-            raise RunError(f"{path}: no such file or directory")
+    check_inputs(paths)
     inputs = Inputs()
     attributed = {resolved(entry.path): entry for entry in manifest}
     inputs.named = [str(path) for path in paths]

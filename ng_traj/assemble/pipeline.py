@@ -79,7 +79,7 @@ def prepare(
             before planning reads them.
 
     Raises:
-        RunError: A named input does not exist.
+        RunError: A named input cannot be read (``io.files.check_inputs``).
     """
     with resolved_folders():  # the inputs are taken not to change while they are discovered and planned
         inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest, exclude=exclude)

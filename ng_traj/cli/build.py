@@ -9,6 +9,7 @@ from typing import Annotated
 import typer
 
 from ng_traj.cli.common import (
+    PATH_CHECKS,
     RELEASE_HELP,
     DebugOption,
     MaxLineBytesOption,
@@ -44,6 +45,7 @@ def command(
             help="Rollout JSONL files, capture stores, session files of pi, OpenClaw, Hermes, Claude Code, Codex or "
             "OpenCode, or folders holding them.",
             show_default=False,
+            **PATH_CHECKS,
         ),
     ],
     output: Annotated[
@@ -66,7 +68,10 @@ def command(
     manifest: Annotated[
         Path | None,
         typer.Option(
-            metavar="FILE", help="JSONL or CSV mapping rollout_id to artifact paths (and run).", show_default=False
+            metavar="FILE",
+            help="JSONL or CSV mapping rollout_id to artifact paths (and run).",
+            show_default=False,
+            **PATH_CHECKS,
         ),
     ] = None,
     role: Annotated[

@@ -22,6 +22,7 @@ from ng_traj.cli.output import Reporter
 from ng_traj.diagnostics import Diagnostic, RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
 from ng_traj.io.compression import logical_name
+from ng_traj.io.files import check_inputs
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, check_keys, compile_patterns
 from ng_traj.roles import ROLE_UNMATCHED, parse_roles, unmatched_roles
@@ -178,6 +179,7 @@ def run(request: BuildRequest) -> int:
         check_keys(request.redact_keys)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    check_inputs(request.inputs)  # after the flags, before the manifest is read (checked alike) or the output probed
     with text_copies():  # the text of compressed rollouts files, removed when the build ends
         return _build(request, output, chosen, roles, patterns)
 

@@ -36,6 +36,12 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_DATA, EXIT_USAGE, EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 0, 1, 2, 130, 141
 
+PATH_CHECKS: dict[str, Any] = {"readable": False}
+"""The keyword arguments of every ``typer.Argument`` or ``typer.Option`` that names a path: Typer's
+own readability check, which answers an unreadable path with the usage block, is off. Commands check
+their input paths themselves (``io.files.check_inputs``: one line with the path and the reason, exit
+2, for a missing, looped or unreadable input alike), and an output path need not be readable."""
+
 DEBUG_HELP = "Show a traceback for unexpected errors."
 DebugOption = Annotated[bool, typer.Option("--debug", help=DEBUG_HELP)]
 MaxLineBytesOption = Annotated[
@@ -122,6 +128,31 @@ def stderr_console() -> Console:
     """A console on standard error (colour off when not a terminal or under ``NO_COLOR``; ``:name:``
     emoji codes, which file names and line numbers such as ``x.jsonl:100:`` contain, never replaced)."""
     return Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+
+
+PIPED_WIDTH = 1_000_000
+"""The width, in columns, of what a command prints on standard output when it is not a terminal: no
+line of a table or text is cut, folded or wrapped short of it (a row stays one line, a path whole)."""
+
+
+def stdout_console(buffered: bool = False) -> Console:
+    """A console for what a command prints on standard output.
+
+    On a terminal, the terminal itself (its width and colours), or, with ``buffered``, a console
+    writing into memory (``console.file``, an ``io.StringIO``) that renders as the terminal would.
+    Elsewhere (a pipe, a file) always one writing into memory, without colour and
+    :data:`PIPED_WIDTH` columns wide: rich's own default there, 80 columns, would ellipsise or fold
+    table cells such as the file paths of ``show``'s ``where`` column. No ``:name:`` emoji codes
+    replaced (file names and ``x.jsonl:100:`` contain them), no highlighting.
+    """
+    import io
+
+    terminal = Console(highlight=False, emoji=False)
+    if terminal.is_terminal and not buffered:
+        return terminal
+    width = terminal.width if terminal.is_terminal else PIPED_WIDTH
+    colours = terminal.color_system if terminal.is_terminal else None
+    return Console(file=io.StringIO(), highlight=False, emoji=False, width=width, color_system=colours)
 
 
 def guarded(debug: bool, body: Callable[[], int]) -> None:

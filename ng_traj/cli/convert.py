@@ -11,6 +11,7 @@ import typer
 from ng_traj.cli.common import (
     EXIT_DATA,
     EXIT_OK,
+    PATH_CHECKS,
     RELEASE_HELP,
     DebugOption,
     MaxLineBytesOption,
@@ -28,6 +29,7 @@ from ng_traj.cli.output import (
 )
 from ng_traj.diagnostics import DiagnosticSink, RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, atomic_file
+from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
 
@@ -44,6 +46,7 @@ def command(
             help="Trajectory JSONL (or --attach rollout rows) to convert to Parquet, or a Parquet dataset directory "
             "to convert to JSONL.",
             show_default=False,
+            **PATH_CHECKS,
         ),
     ],
     output: Annotated[
@@ -85,8 +88,7 @@ def command(
 
 
 def _run(source: Path, output: str, max_line_bytes: int, output_format: str, level: int, requested: str) -> int:
-    if not source.exists():
-        raise RunError(f"{source}: no such file or directory")
+    check_inputs([source])
     refuse_parquet_file(source)
     release = gym_release(requested, "jsonl" if source.is_dir() else "parquet")
     if source.is_dir() and output != STDOUT:

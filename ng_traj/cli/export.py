@@ -11,6 +11,7 @@ import typer
 from ng_traj.cli.common import (
     EXIT_DATA,
     EXIT_OK,
+    PATH_CHECKS,
     DebugOption,
     MaxLineBytesOption,
     RedactKeyOption,
@@ -45,6 +46,7 @@ def command(
             help="Trajectory JSONL, rollout rows carrying ng_trajectory (build --attach), Parquet datasets, "
             "or folders of them.",
             show_default=False,
+            **PATH_CHECKS,
         ),
     ],
     format_: Annotated[
@@ -60,6 +62,7 @@ def command(
             help="atif: a folder of <rollout_id>.json files; otlp: a .jsonl file (a folder with --split). "
             "The completeness report is written beside it, as OUT.completeness.json.",
             show_default=False,
+            **PATH_CHECKS,
         ),
     ],
     strict: Annotated[

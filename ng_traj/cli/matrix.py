@@ -9,7 +9,16 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, MaxLineBytesOption, guarded, stdout_errors
+from ng_traj.cli.common import (
+    EXIT_DATA,
+    EXIT_OK,
+    PATH_CHECKS,
+    DebugOption,
+    MaxLineBytesOption,
+    guarded,
+    stdout_console,
+    stdout_errors,
+)
 from ng_traj.cli.output import (
     QuietOption,
     Reporter,
@@ -20,6 +29,7 @@ from ng_traj.cli.output import (
 )
 from ng_traj.diagnostics import RunError, plural, printable
 from ng_traj.io.atomic import write_all
+from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
 
@@ -39,6 +49,7 @@ def command(
             metavar="INPUT",
             help="ng_trajectory JSONL, rollout JSONL carrying ng_trajectory, a Parquet dataset, or raw inputs (built first).",
             show_default=False,
+            **PATH_CHECKS,
         ),
     ],
     by: Annotated[
@@ -120,6 +131,7 @@ def run(
         roles = parse_roles(role)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    check_inputs(inputs)  # before anything looks inside them
     for path in inputs:
         _refuse_parquet(path)
     documented = load_reference()
@@ -157,23 +169,15 @@ def _counted(items: Iterable[MatrixRecord], advance: Callable[[], None], newer: 
 
 def _write(data: dict, table_format: str, render) -> None:
     """Write the matrix to standard output in one piece (the table as rich renders it for the terminal,
-    200 columns wide elsewhere), so that a full or closed standard output is met as any command meets it.
+    unbounded elsewhere: ``stdout_console``), so that a full or closed standard output is met as any command meets it.
 
     Raises:
         RunError: Standard output cannot be written.
     """
     if table_format == "table":
-        import io
-
-        from rich.console import Console
-
-        terminal = Console(highlight=False, emoji=False)  # what standard output is: colours, width
-        rendered = io.StringIO()
-        width = terminal.width if terminal.is_terminal else 200
-        system = terminal.color_system if terminal.is_terminal else None
-        stdout = Console(file=rendered, highlight=False, emoji=False, width=width, color_system=system)
+        stdout = stdout_console(buffered=True)
         render.table(data, stdout)
-        payload = rendered.getvalue().encode()
+        payload = stdout.file.getvalue().encode()
     else:
         text = {"markdown": render.markdown, "csv": render.csv_text}.get(table_format)
         payload = text(data).encode() if text is not None else render.json_bytes(data)

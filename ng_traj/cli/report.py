@@ -11,6 +11,7 @@ import typer
 from ng_traj.cli.common import (
     EXIT_DATA,
     EXIT_OK,
+    PATH_CHECKS,
     DebugOption,
     MaxLineBytesOption,
     RedactKeyOption,
@@ -34,7 +35,7 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
 
 def command(
-    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False)],
+    inputs: Annotated[list[Path], typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False, **PATH_CHECKS)],
     output: Annotated[
         Path,
         typer.Option(
@@ -43,6 +44,7 @@ def command(
             metavar="FILE",
             help="The HTML file to write ('-' for standard output, which then carries the HTML alone).",
             show_default=False,
+            **PATH_CHECKS,
         ),
     ],
     compare: Annotated[
@@ -52,6 +54,7 @@ def command(
             metavar="OTHER",
             help="Another build of the same tasks, compared side by side (repeatable: its inputs).",
             show_default=False,
+            **PATH_CHECKS,
         ),
     ] = None,
     title: Annotated[str, typer.Option(metavar="TEXT", help="The page title.")] = "ng-traj report",

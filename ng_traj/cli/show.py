@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import io
 import os
 import sys
 from collections.abc import Callable
@@ -14,6 +13,7 @@ import typer
 from ng_traj.cli.common import (
     EXIT_DATA,
     EXIT_OK,
+    PATH_CHECKS,
     DebugOption,
     MaxLineBytesOption,
     RedactKeyOption,
@@ -21,6 +21,7 @@ from ng_traj.cli.common import (
     RedactPatternOption,
     guarded,
     redactor,
+    stdout_console,
     stdout_errors,
 )
 from ng_traj.cli.output import Reporter
@@ -40,7 +41,7 @@ PAGER_LESS = "-RFX"
 
 
 def command(
-    source: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False)],
+    source: Annotated[Path, typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False, **PATH_CHECKS)],
     rollout: Annotated[
         str | None, typer.Argument(metavar="[ROLLOUT]", help="The rollout id to show; without it, the list.")
     ] = None,
@@ -99,8 +100,6 @@ def show(
     mask: Callable[[Any], Any] | None = None,
 ) -> int:
     """Find, render and print; return the exit code."""
-    from rich.console import Console
-
     from ng_traj.diagnostics import Diagnostic, RunError
     from ng_traj.records import read_inputs
     from ng_traj.roles import ROLE_UNMATCHED, parse_roles, ref_name, unmatched_roles
@@ -113,9 +112,7 @@ def show(
         raise RunError(str(exc)) from exc
     reporter = Reporter("show", verbose_option=False)
     reads = read_inputs([source], reporter.sink, max_line_bytes=max_line_bytes)
-    console = Console(highlight=False, emoji=False)
-    if not console.is_terminal:  # rendered whole, then written (a closed pipe is then one quiet 141)
-        console = Console(file=io.StringIO(), highlight=False, emoji=False, width=160)
+    console = stdout_console()  # not a terminal: rendered whole, then written (a closed pipe is one quiet 141)
     if rollout is None:
         entries = list(pick.listing(reads, run, agent, line))
         reporter.flush_infos()

@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK, DebugOption, MaxLineBytesOption, guarded
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, PATH_CHECKS, DebugOption, MaxLineBytesOption, guarded
 from ng_traj.cli.output import (
     QuietOption,
     Reporter,
@@ -20,6 +20,7 @@ from ng_traj.cli.output import (
 )
 from ng_traj.diagnostics import DiagnosticSink, RunError, plural, safe_text
 from ng_traj.io.compression import is_compressed
+from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.writers.dataset_paths import refuse_parquet_file
 
@@ -47,6 +48,7 @@ def command(
         typer.Argument(
             metavar="FILE",
             help="ng_trajectory JSONL files, rollout JSONL files, Parquet dataset directories, or folders of them.",
+            **PATH_CHECKS,
         ),
     ],
     output_format: Annotated[str | None, output_format_option()] = None,
@@ -73,9 +75,8 @@ def command(
 
 
 def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int) -> int:
+    check_inputs(files)
     for path in files:
-        if not path.exists():
-            raise RunError(f"{path}: no such file")
         if path.is_dir():
             _check_dataset_folder(path)
         refuse_parquet_file(path)

@@ -272,7 +272,7 @@ def export(
     """Export every input rollout; returns the outcomes in input order.
 
     Raises:
-        RunError: An input does not exist, or an output cannot be written.
+        RunError: An input cannot be read (``io.files.check_inputs``), or an output cannot be written.
     """
     from ng_traj.exports import atif, otlp
 

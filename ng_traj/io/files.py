@@ -79,6 +79,59 @@ def open_sized(path: str | Path) -> tuple[int, int]:
     return descriptor, status.st_size
 
 
+def input_problem(path: str | Path) -> str | None:
+    """Why the named input ``path`` (a file or a folder, as given on the command line) cannot be
+    read, or ``None`` when it can: one ``stat`` (through symbolic links) and one ``access`` check,
+    nothing opened (an input is read only after the command's other checks).
+
+    The reasons are the operating system's, said in words: a missing path (or a symbolic link to
+    one), a loop of symbolic links (``ELOOP``), a file without read permission, a folder without
+    read or search permission (its entries could be neither listed nor opened), a part of the path
+    that is a file. ``access`` asks with the real user's rights, as the shell does; the superuser
+    passes it unless it lacks the capability to override file permissions.
+    """
+    try:
+        status = os.stat(path)
+    except OSError as exc:
+        return _reason(exc.errno, path)
+    folder = stat.S_ISDIR(status.st_mode)
+    if not os.access(path, os.R_OK | (os.X_OK if folder else 0)):
+        what = "a folder this user may not list or enter" if folder else "this user may not read it"
+        return f"permission denied ({what})"
+    return None
+
+
+def check_inputs(paths: Iterable[str | Path], what: str = "input") -> None:
+    """Stop the run at the first of the named inputs ``paths`` that cannot be read (:func:`input_problem`).
+
+    Args:
+        what: What the inputs are, for the message: ``cannot read input run/x.jsonl: no such file or
+            directory``, ``cannot read manifest m.csv: ...``.
+
+    Raises:
+        RunError: Naming the path and the reason (a usage error: exit 2, no traceback).
+    """
+    from ng_traj.diagnostics import RunError
+
+    for path in paths:
+        problem = input_problem(path)
+        if problem is not None:
+            raise RunError(f"cannot read {what} {path}: {problem}")
+
+
+def _reason(code: int | None, path: str | Path) -> str:
+    """The reason :func:`input_problem` gives for the ``errno`` ``code`` a ``stat`` of ``path`` met."""
+    if code == errno.ENOENT and os.path.islink(path):
+        return f"no such file or directory (a symbolic link to {os.readlink(path)}, which does not exist)"
+    if code == errno.ELOOP:
+        return "a loop of symbolic links (too many levels of symbolic links: ELOOP)"
+    if code in (errno.EACCES, errno.EPERM):
+        return "permission denied (this user may not enter a folder above it)"
+    if code == errno.ENOTDIR:
+        return "not a directory (a part of the path is a file, not a folder)"
+    return os.strerror(code).lower() if code else "cannot be looked at"
+
+
 def read_regular(path: str | Path) -> bytes:
     """The whole content of the regular file ``path``.
 

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, quoted
-from ng_traj.io.files import resolved
+from ng_traj.io.files import check_inputs, resolved
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 
 COLUMNS = ("rollout_id", "path", "kind", "run", "session_id")
@@ -59,12 +59,14 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
     naming both lines; none of them is used, so the artifact is attributed as without a manifest).
 
     Raises:
-        RunError: The manifest does not exist or cannot be read.
+        RunError: The manifest cannot be read (``io.files.check_inputs``: missing, a loop of symbolic
+            links, no permission), or is a folder or no regular file.
     """
+    check_inputs([path], "manifest")
     if path.is_dir():
         raise RunError(f"manifest {path} is a folder; give a JSONL or CSV file")
     if not path.is_file():
-        raise RunError(f"manifest {path} does not exist")
+        raise RunError(f"manifest {path} is not a regular file (a pipe or device); give a JSONL or CSV file")
     base = path.parent
     entries: list[ManifestEntry] = []
     if path.suffix.lower() == ".csv":

@@ -1,0 +1,132 @@
+"""A named input that cannot be read, the same one line for every command (``io.files.check_inputs``).
+
+Each command that takes input paths (build and its ``--manifest``, validate, matrix, show, report
+and its ``--compare``, export, convert) says ``error: cannot read input PATH: REASON`` (``manifest``
+for the manifest), exits 2, and makes nothing: no usage block, no traceback. The reasons below were
+written from the operating system's errors: ``ENOENT`` (a dangling link also names its target),
+``ELOOP``, and ``EACCES`` from a file or folder of mode 000.
+
+The superuser reads any file, so as root the unreadable cases run in one child process started by
+``setpriv`` without the two capabilities that override file permissions; as any other user they
+run in that child directly.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import FIXTURES, run_cli
+
+TRAJECTORIES = FIXTURES / "views" / "parallel_subagent.jsonl"
+MISSING = "no such file or directory"
+LOOP = "a loop of symbolic links (too many levels of symbolic links: ELOOP)"
+DANGLING = "no such file or directory (a symbolic link to nowhere, which does not exist)"
+UNREADABLE_FILE = "permission denied (this user may not read it)"
+UNREADABLE_FOLDER = "permission denied (a folder this user may not list or enter)"
+OUTPUTS = ("out.jsonl", "r.html", "e", "c.parquet")
+
+
+def _commands(path: str) -> list[tuple[list[str], str]]:
+    """Each command naming ``path`` as an input, and what the message calls it."""
+    return [
+        (["build", path, "-o", "out.jsonl"], "input"),
+        (["build", "ok.jsonl", "--manifest", path, "-o", "out.jsonl"], "manifest"),
+        (["validate", path], "input"),
+        (["matrix", path], "input"),
+        (["show", path], "input"),
+        (["report", path, "-o", "r.html"], "input"),
+        (["report", "ok.jsonl", "--compare", path, "-o", "r.html"], "input"),
+        (["export", path, "-f", "atif", "-o", "e"], "input"),
+        (["convert", path, "-o", "c.parquet"], "input"),
+    ]
+
+
+@pytest.fixture
+def folder(tmp_path, monkeypatch):
+    """``tmp_path`` as the working folder, holding ``ok.jsonl`` (one trajectory)."""
+    shutil.copy(TRAJECTORIES, tmp_path / "ok.jsonl")
+    monkeypatch.chdir(tmp_path)
+    return tmp_path
+
+
+@pytest.mark.parametrize(
+    ("make", "reason"),
+    [
+        (lambda folder: None, MISSING),
+        (lambda folder: (folder / "bad").symlink_to("bad"), LOOP),
+        (lambda folder: (folder / "bad").symlink_to("nowhere"), DANGLING),
+    ],
+    ids=["missing", "loop", "dangling"],
+)
+def test_a_missing_or_looped_input_is_one_line_naming_it_in_every_command(folder, make, reason):
+    make(folder)
+    for args, what in _commands("bad"):
+        result = run_cli(*args)
+        assert (result.exit_code, result.stderr) == (2, f"error: cannot read {what} bad: {reason}\n"), args
+    assert not any((folder / name).exists() for name in OUTPUTS)
+
+
+def test_a_path_through_a_file_says_so(folder):
+    result = run_cli("validate", "ok.jsonl/x.jsonl")
+    expected = (
+        "error: cannot read input ok.jsonl/x.jsonl: not a directory (a part of the path is a file, not a folder)\n"
+    )
+    assert (result.exit_code, result.stderr) == (2, expected)
+
+
+CHILD = """
+import json, sys
+from typer.testing import CliRunner
+from ng_traj.cli import app
+print(json.dumps([list((r.exit_code, r.stderr)) for r in (CliRunner().invoke(app, a) for a in json.loads(sys.argv[1]))]))
+"""
+
+
+def _without_permission_overrides() -> list[str]:
+    """The command prefix that runs a child without the superuser's power to read any file."""
+    if os.geteuid() != 0:
+        return []
+    prefix = ["setpriv", "--bounding-set=-dac_override,-dac_read_search"]
+    if shutil.which("setpriv") is None or subprocess.run([*prefix, "true"], capture_output=True).returncode != 0:
+        pytest.skip("root, and setpriv cannot drop the capabilities that override file permissions")
+    return prefix
+
+
+def test_an_unreadable_file_or_folder_is_one_line_naming_it_in_every_command(folder):
+    prefix = _without_permission_overrides()
+    (folder / "locked.jsonl").write_bytes(TRAJECTORIES.read_bytes())
+    (folder / "locked").mkdir()
+    shutil.copy(TRAJECTORIES, folder / "locked" / "inside.jsonl")
+    cases = [(*case, "locked.jsonl", UNREADABLE_FILE) for case in _commands("locked.jsonl")]
+    cases += [(*case, "locked", UNREADABLE_FOLDER) for case in _commands("locked")]
+    os.chmod(folder / "locked.jsonl", 0)
+    os.chmod(folder / "locked", 0)
+    try:
+        child = subprocess.run(
+            [*prefix, sys.executable, "-c", CHILD, json.dumps([args for args, *_ in cases])],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    finally:
+        os.chmod(folder / "locked", 0o755)
+        os.chmod(folder / "locked.jsonl", 0o644)
+    assert child.returncode == 0, child.stderr
+    for (args, what, path, reason), (code, stderr) in zip(cases, json.loads(child.stdout), strict=True):
+        assert (code, stderr) == (2, f"error: cannot read {what} {path}: {reason}\n"), args
+    assert not any((folder / name).exists() for name in OUTPUTS)
+    assert (folder / "locked.jsonl").read_bytes() == TRAJECTORIES.read_bytes()
+
+
+def test_build_checks_its_inputs_before_it_reads_the_manifest(folder):
+    """The manifest's bad row would be a ``manifest_row_invalid`` error: never read, never said."""
+    (folder / "m.jsonl").write_text('{"rollout_id": "0-0"}\n')
+    result = run_cli("build", "gone", "--manifest", "m.jsonl", "-o", "out.jsonl")
+    assert (result.exit_code, result.stderr) == (2, f"error: cannot read input gone: {MISSING}\n")
