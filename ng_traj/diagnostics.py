@@ -166,6 +166,13 @@ LINE_SKIP_CODES = (
 """Codes of diagnostics that mean an input line was skipped."""
 
 
+def lines_skipped(sink: DiagnosticSink) -> int:
+    """Input lines ``sink`` has been told were skipped as unreadable (:data:`LINE_SKIP_CODES`: not
+    JSON, not an object, cut short, too long...): one diagnostic per line. The count every summary
+    of ``build``, ``convert`` and ``export`` gives as ``N lines skipped``."""
+    return sum(sink.by_code[code] for code in LINE_SKIP_CODES)
+
+
 def safe_text(value: object) -> str:
     """``str(value)`` as valid UTF-8: each byte of a non-UTF-8 file name (a surrogate escape, ``\\udcff``)
     becomes one U+FFFD, as does any other lone surrogate; valid text is returned unchanged.
