@@ -69,7 +69,8 @@ BUILD_CODES: dict[str, str] = {
     "input_unsupported": "a recognised format ng-traj does not read yet, or ng-traj's own output; skipped",
     "task_input_rows": "rows with responses_create_params but no response, reward or attachment: task inputs, not rollouts",
     "rollout_row_unrecognised": "a row of a rollouts file with none of a rollout's keys and no responses_create_params: neither a rollout nor a task input; skipped",
-    "rollout_identity_unavailable": "a rollout row without identity keys, or with malformed ones; identified by file and line",
+    "rollout_identity_unavailable": "a rollout row without identity keys; identified by file and line",
+    "rollout_identity_invalid": "a rollout row with a malformed identity key (an _ng_rollout_id that is no valid id, a task or rollout index that is not a non-negative integer, an attempt index that is not an integer); identified by file and line",
     "rollout_item_invalid": "items of a row's request input or response output that are not conversation items; left out of the fallback conversation",
     "row_value_invalid": "a rollout row key ng-traj reads as an object (ng_trajectory, ng_model_call_capture, ...) holding another JSON type, or a reward that is not a number; not read",
     "capture_record_invalid": "a capture line that does not build a model-call record, has none of its keys, or is a rollout row",
@@ -165,6 +166,13 @@ LINE_SKIP_CODES = (
 """Codes of diagnostics that mean an input line was skipped."""
 
 
+def lines_skipped(sink: DiagnosticSink) -> int:
+    """Input lines ``sink`` has been told were skipped as unreadable (:data:`LINE_SKIP_CODES`: not
+    JSON, not an object, cut short, too long...): one diagnostic per line. The count every summary
+    of ``build``, ``convert`` and ``export`` gives as ``N lines skipped``."""
+    return sum(sink.by_code[code] for code in LINE_SKIP_CODES)
+
+
 def safe_text(value: object) -> str:
     """``str(value)`` as valid UTF-8: each byte of a non-UTF-8 file name (a surrogate escape, ``\\udcff``)
     becomes one U+FFFD, as does any other lone surrogate; valid text is returned unchanged.
@@ -218,6 +226,22 @@ def quoted(value: object) -> str:
     if len(text) <= QUOTE_LIMIT:
         return text
     return f"{text[:QUOTE_LIMIT]}… ({len(text.encode('utf-8', 'replace'))} bytes)"
+
+
+def json_quoted(value: object) -> str:
+    """``value`` as JSON text for a diagnostic (``true``, ``1.5``, ``[1]``, ``"x"``), bounded as
+    :func:`quoted` bounds it: the value as the input wrote it, not as Python shows it (``True``).
+    A value orjson cannot write (nested deeper than 254 levels, a non-string key) falls back to
+    :func:`quoted`. Never raises."""
+    import orjson
+
+    try:
+        text = orjson.dumps(value).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        return quoted(value)
+    if len(text) <= QUOTE_LIMIT:
+        return text
+    return f"{text[:QUOTE_LIMIT]}… ({len(text.encode())} bytes)"
 
 
 _CONTROLS = {code: repr(chr(code))[1:-1] for code in (*range(0x20), *range(0x7F, 0xA0), 0x2028, 0x2029)}

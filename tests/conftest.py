@@ -16,17 +16,19 @@ from ng_traj.diagnostics import Diagnostic
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "fixtures"
-SHARED = ROOT.parent / "shared"
+SHARED = Path(os.environ.get("NG_TRAJ_SHARED") or ROOT.parent / "shared")
+"""The folder of real samples (``gym-examples/``, ``producer-samples/``, ``fuzz-cases/``...): beside
+the repository, or where ``NG_TRAJ_SHARED`` names it."""
 
 
 def shared_dir(*parts: str) -> Path:
-    """Return a folder under ``../shared/``; skip the test when it is absent.
+    """Return a folder under :data:`SHARED`; skip the test when it is absent.
 
     With ``NG_TRAJ_REQUIRE_SHARED=1`` (set by ``.ci/run``) a missing folder fails the test instead.
     """
     path = SHARED.joinpath(*parts)
     if not path.exists():
-        message = f"{path} is absent (tests over real samples need ../shared/)"
+        message = f"{path} is absent (tests over real samples need them; set NG_TRAJ_SHARED to their folder)"
         if os.environ.get("NG_TRAJ_REQUIRE_SHARED") == "1":
             pytest.fail(message)
         pytest.skip(message)

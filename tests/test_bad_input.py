@@ -602,7 +602,7 @@ def test_a_row_whose_recorded_bundle_fails_the_contract_is_reported_where_the_ro
     ]
 
 
-def test_a_row_whose_task_index_is_nested_1000_deep_is_a_row_without_identity(tmp_path):
+def test_a_row_whose_task_index_is_nested_1000_deep_is_a_row_with_a_malformed_identity(tmp_path):
     """Found by the fuzzer: the rollout id was made with an f-string of ``_ng_task_index``, whose
     ``repr`` recursed through the deep list: an internal error, and no output for any row."""
     rows = [orjson.loads(raw) for raw in LEGACY_ROWS.read_bytes().splitlines()]
@@ -611,7 +611,7 @@ def test_a_row_whose_task_index_is_nested_1000_deep_is_a_row_without_identity(tm
     out = tmp_path / "out.jsonl"
     result = run_json("build", path, "-o", out, "--attach")
     assert result.exit_code == 0, result.stderr
-    assert ("rollout_identity_unavailable", 2) in [(d["code"], d["line"]) for d in result.diagnostics]
+    assert ("rollout_identity_invalid", 2) in [(d["code"], d["line"]) for d in result.diagnostics]
     assert len(out.read_bytes().splitlines()) == len(rows)
 
 

@@ -849,6 +849,56 @@ def test_an_empty_manifest_is_a_warning(tmp_path, text):
     assert f"{manifest}: warning[manifest_empty]: holds no rows; nothing is attributed by it" in result.stderr
 
 
+NOT_A_MANIFEST = "is not a manifest (JSONL or CSV rows of rollout_id, path, kind, run, session_id)"
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "why", "reported"),
+    [
+        (
+            "m.jsonl",
+            b'garbage\n{"rollout_id": "0-0"\n',
+            "none of its lines is a JSON object",
+            ["m.jsonl:1:", "m.jsonl:2:"],
+        ),
+        ("m.csv", b"\x00\x01binary\n", "its CSV header has no rollout_id and path columns ('\\x00\\x01binary')", []),
+        ("m.csv", b"id,file\n0-0,a.jsonl\n", "its CSV header has no rollout_id and path columns ('id', 'file')", []),
+        (
+            "m.jsonl",
+            b'{"_ng_task_index": 0}\n{"rollout_id": "0-0"}\n',
+            "no row has rollout_id and path (2 rows read)",
+            [],
+        ),
+    ],
+    ids=["jsonl-no-object", "csv-binary", "csv-other-columns", "jsonl-other-rows"],
+)
+def test_a_manifest_that_is_no_manifest_stops_the_build_before_any_output(tmp_path, name, content, why, reported):
+    """A named manifest none of whose lines is a manifest row is the wrong file: building without the
+    attribution asked for would mislead, so it is a run error (exit 2), each damaged line reported."""
+    manifest = tmp_path / name
+    manifest.write_bytes(content)
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", RETAINED, "-o", out, "--manifest", manifest)
+    assert result.exit_code == 2, result.stderr
+    assert f"error: manifest {manifest} {NOT_A_MANIFEST}: {why}" in result.stderr
+    assert [f"{tmp_path}/{at}" for at in reported] == [
+        line.split(" error[")[0] for line in result.stderr.splitlines() if " error[invalid_json]" in line
+    ]
+    assert not out.exists() and manifest.read_bytes() == content
+
+
+def test_a_manifest_with_one_damaged_line_is_used_and_the_line_reported(tmp_path):
+    run_a, _, _ = _two_runs(tmp_path)
+    manifest = tmp_path / "manifest.jsonl"
+    manifest.write_bytes(b'{"rollout_id": "0-0"\n{"rollout_id": "0-0", "path": "nowhere.jsonl"}\n')
+    result = run_cli("build", run_a, "-o", tmp_path / "out.jsonl", "--manifest", manifest)
+    assert result.exit_code == 0, result.stderr
+    assert f"{manifest}:1: error[invalid_json]" in result.stderr
+    assert (
+        f"{manifest}:2: error[manifest_row_invalid]: path {tmp_path / 'nowhere.jsonl'} does not exist" in result.stderr
+    )
+
+
 @pytest.mark.parametrize("suffix", ["x.jsonl", "x.parquet", "sub/x.jsonl"])
 def test_an_output_under_a_file_or_a_missing_folder_names_the_path_and_why(tmp_path, suffix):
     afile = tmp_path / "notadir"

@@ -162,11 +162,22 @@ def test_known_row_keys_that_are_null_or_objects_are_not_reported(tmp_path):
 
 @pytest.mark.parametrize(
     ("raw", "shown"),
-    [(b"1e30", "1e+30"), (b"100000000000000000000000", "1e+23"), (b"2.5", "2.5"), (b"-1", "-1"), (b"true", "True")],
-    ids=["exponent", "huge", "float", "negative", "boolean"],
+    [
+        (b"1e30", "1e+30"),
+        (b"100000000000000000000000", "1e+23"),
+        (b"2.5", "2.5"),
+        (b"1e3", "1000.0"),
+        (b"-1", "-1"),
+        (b"true", "true"),
+        (b"[1]", "[1]"),
+        (b"{}", "{}"),
+    ],
+    ids=["exponent", "huge", "float", "exponent-integral", "negative", "boolean", "list", "object"],
 )
 @pytest.mark.parametrize("key", ["_ng_task_index", "_ng_rollout_index"])
 def test_a_row_index_that_is_no_non_negative_integer_is_rejected_per_row(tmp_path, raw, shown, key):
+    """A present index that is no non-negative integer (nor text) is malformed, reported as such with
+    its value as the file wrote it in JSON, not missing; the row is named by file and line."""
     good = orjson.dumps({**ROW, "_ng_task_index": 1})
     bad = orjson.dumps({**ROW, key: "@@"}).replace(b'"@@"', raw)
     path = tmp_path / "rollouts.jsonl"
@@ -174,9 +185,27 @@ def test_a_row_index_that_is_no_non_negative_integer_is_rejected_per_row(tmp_pat
     result = run_json("build", path, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 0, result.stderr
     message = f"{key} {shown} is not a non-negative integer; identified as rollouts.jsonl:2"
-    assert _of(result, "rollout_identity_unavailable") == [("warning", 2, None, message)]
-    ids = sorted((r["task_id"], r["rollout_id"]) for r in _records(tmp_path / "out.jsonl"))
+    assert _of(result, "rollout_identity_invalid") == [("warning", 2, None, message)]
+    assert _of(result, "rollout_identity_unavailable") == []
+    records = _records(tmp_path / "out.jsonl")
+    ids = sorted((r["task_id"], r["rollout_id"]) for r in records)
     assert ids == [("1", "1-0"), ("3" if key == "_ng_rollout_index" else "unknown", "rollouts.jsonl:2")]
+    gaps = [g for r in records for g in r["gaps"] if g["code"] == "rollout_identity_unavailable"]
+    assert [g["detail"] for g in gaps] == ["invalid_identity_keys"]
+
+
+@pytest.mark.parametrize("key", ["_ng_task_index", "_ng_rollout_index"])
+def test_a_null_row_index_is_a_missing_one(tmp_path, key):
+    """JSON null is no value: the row has no identity keys, reported as without them (not malformed)."""
+    path = tmp_path / "rollouts.jsonl"
+    path.write_bytes(orjson.dumps({**ROW, key: None}) + b"\n")
+    result = run_json("build", path, "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 0, result.stderr
+    message = "no _ng_rollout_id and no task/rollout indices; identified as rollouts.jsonl:1"
+    assert _of(result, "rollout_identity_unavailable") == [("warning", 1, None, message)]
+    assert _of(result, "rollout_identity_invalid") == []
+    [record] = _records(tmp_path / "out.jsonl")
+    assert [g["detail"] for g in record["gaps"] if g["code"] == "rollout_identity_unavailable"] == ["no_identity_keys"]
 
 
 def test_row_indexes_that_are_non_negative_integers_make_the_id(tmp_path):

@@ -13,7 +13,7 @@ import jsonschema
 import orjson
 import pytest
 
-from conftest import FIXTURES, ROOT, run_cli, shared_dir
+from conftest import FIXTURES, ROOT, run_cli, run_json, shared_dir
 from ng_traj.diagnostics import Diagnostic
 from ng_traj.validate import validate_file
 
@@ -395,5 +395,28 @@ def test_counts_in_summaries_agree_with_their_nouns(tmp_path):
     converted = run_cli("convert", out, "-o", tmp_path / "one.parquet")
     assert (
         "converted 1 trajectory: " in converted.stderr
-        and "; 0 records skipped, 0 errors, 0 warnings" in converted.stderr
+        and "; 0 lines skipped, 0 records skipped, 0 errors, 0 warnings" in converted.stderr
     )
+
+
+def test_convert_and_export_count_unreadable_lines_as_lines_not_records(tmp_path):
+    """Lines that are no record at all (not JSON, cut short, an array) are lines skipped; a JSON
+    object that breaks the contract is a record skipped, once however many errors it has."""
+    good = [line for line in RETAINED_EXPECTED.read_bytes().splitlines() if line]
+    bad_record = orjson.loads(good[0])
+    bad_record["task_id"], bad_record["reward"] = 123, "high"  # two contract errors, one record
+    lines = [good[0], b"garbage", good[1], b'{"x":', orjson.dumps(bad_record), b"[1]", good[2]]
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(b"\n".join(lines) + b"\n")
+    converted = run_cli("convert", mixed, "-o", tmp_path / "out.parquet")
+    assert converted.exit_code == 1
+    assert converted.stderr.splitlines()[-1].endswith("; 3 lines skipped, 1 record skipped, 5 errors, 0 warnings")
+    summary = run_json("convert", mixed, "-o", tmp_path / "out2.parquet").summary
+    assert (summary["written"], summary["skipped"], summary["lines_skipped"]) == (3, 1, 3)
+    exported = run_cli("export", mixed, "--format", "atif", "-o", tmp_path / "atif", "-q")
+    assert exported.exit_code == 1
+    text = exported.stderr.splitlines()[-1]
+    assert text.startswith("exported 3 of 4 records read as atif (") and ", 1 skipped as invalid)" in text, text
+    assert "; 3 lines skipped, " in text, text
+    summary = run_json("export", mixed, "--format", "atif", "-o", tmp_path / "atif2").summary
+    assert (summary["written"], summary["read"], summary["skipped_invalid"], summary["lines_skipped"]) == (3, 4, 1, 3)

@@ -188,8 +188,7 @@ def outcome(index: int, built: Built, encode: Encode) -> Outcome:
 def _identity_gap(slot: Slot) -> list[ObservationGap]:
     if slot.path is None or slot.identity.derived:
         return []
-    problem = slot.identity.problem or ""
-    detail = "no_identity_keys" if problem.startswith("no ") else "invalid_identity_keys"
+    detail = "invalid_identity_keys" if slot.identity.invalid else "no_identity_keys"
     return [ObservationGap(code="rollout_identity_unavailable", detail=detail)]
 
 

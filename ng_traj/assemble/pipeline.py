@@ -15,7 +15,7 @@ from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.inputs import Inputs, discover
 from ng_traj.assemble.plan import PlanStats, Slot, plan
 from ng_traj.assemble.run import BuildTally, run_slots
-from ng_traj.diagnostics import LINE_SKIP_CODES, DiagnosticSink
+from ng_traj.diagnostics import DiagnosticSink, lines_skipped
 from ng_traj.io.files import resolved_folders
 from ng_traj.sources.manifest import ManifestEntry
 
@@ -33,7 +33,7 @@ class BuildSummary:
     @property
     def lines_skipped(self) -> int:
         """Input lines skipped as unreadable."""
-        return sum(self.sink.by_code[code] for code in LINE_SKIP_CODES)
+        return lines_skipped(self.sink)
 
     def to_json(self) -> dict[str, Any]:
         """The summary as a JSON object (stable keys; the diagnostics are counted by the caller's sink)."""

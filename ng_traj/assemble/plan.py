@@ -165,7 +165,7 @@ def _index_row(file: RolloutFile, line: JsonLine, rows: list[_Row], sink: Diagno
         sink.add(
             Diagnostic(
                 "warning",
-                "rollout_identity_unavailable",
+                "rollout_identity_invalid" if ident.invalid else "rollout_identity_unavailable",
                 f"{ident.problem}; identified as {ident.rollout_id}",
                 path=str(file.path),
                 line=line.line,

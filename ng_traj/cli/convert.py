@@ -27,7 +27,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import DiagnosticSink, RunError, plural, printable, safe_text
+from ng_traj.diagnostics import DiagnosticSink, RunError, lines_skipped, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, atomic_file
 from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
@@ -112,17 +112,21 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
             update = feedback.step(f"{source.name} -> Parquet", source.stat().st_size, in_bytes=True)
             counts = jsonl_to_dataset(source, output, sink, max_line_bytes=max_line_bytes, on_progress=update)
         feedback.finish_steps()
-    code = EXIT_DATA if counts.skipped or sink.errors or not counts.written else EXIT_OK
+    skipped_lines = lines_skipped(sink)
+    code = EXIT_DATA if counts.skipped or skipped_lines or sink.errors or not counts.written else EXIT_OK
     kept = "" if counts.written or source.is_dir() else f" (nothing written: {output} was left as it was)"
+    lines = "" if source.is_dir() else f"{plural(skipped_lines, 'line')} skipped, "  # a dataset has no lines
     line = (
         f"converted {plural(counts.written, 'trajectory', 'trajectories')}: {source} -> {output}{kept}; "
-        f"{plural(counts.skipped, 'record')} skipped, {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
+        f"{lines}{plural(counts.skipped, 'record')} skipped, {plural(sink.errors, 'error')}, "
+        f"{plural(sink.warnings, 'warning')}"
     )
     data = {
         "source": safe_text(source),
         "output": safe_text(output),
         "written": counts.written,
         "skipped": counts.skipped,
+        "lines_skipped": skipped_lines,
     }
     reporter.summary(data, code, line, lambda console: console.print(printable(line), markup=False))
     return code

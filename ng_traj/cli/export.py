@@ -28,7 +28,7 @@ from ng_traj.cli.output import (
     output_format_option,
     verbosity,
 )
-from ng_traj.diagnostics import RunError, plural, printable, safe_text
+from ng_traj.diagnostics import RunError, lines_skipped, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 
@@ -170,6 +170,7 @@ def _run(
         result = export(request, reporter.sink, mask, feedback.step("exporting"))
         feedback.finish_steps()
     sink = reporter.sink
+    skipped_lines = lines_skipped(sink)
     lost = result.count("lossy")
     failed = sink.errors or result.count("refused") or result.count("not_written") or not result.written
     code = EXIT_DATA if failed else EXIT_LOST if lost else EXIT_OK
@@ -180,7 +181,7 @@ def _run(
         f"({result.count('complete')} complete, {lost} lossy, {result.count('refused')} refused, "
         f"{result.count('not_written')} not written, {result.skipped} skipped as invalid)"
         f"{' ' if result.written else '; '}{written}; "
-        f"{plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
+        f"{plural(skipped_lines, 'line')} skipped, {plural(sink.errors, 'error')}, {plural(sink.warnings, 'warning')}"
     )
     data = {
         "format": format_,
@@ -189,6 +190,7 @@ def _run(
         "written": result.written,
         "read": result.read,
         "skipped_invalid": result.skipped,
+        "lines_skipped": skipped_lines,
         "rollouts": [
             {"rollout_id": o.rollout.rollout_id, "status": o.status, "output": o.output, "summary": o.line()}
             for o in result.outcomes

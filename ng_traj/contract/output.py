@@ -159,6 +159,9 @@ class ConvertSummaryLine(_Summary):
     """Trajectories written."""
     skipped: Count
     """Records left out because they break the contract or are no trajectory."""
+    lines_skipped: Count
+    """Input lines skipped as unreadable (not JSON, not an object, cut short, too long): no record,
+    so not among ``skipped``; an error diagnostic each. Always 0 from a Parquet dataset."""
 
 
 class ExportedRollout(_Strict):
@@ -191,8 +194,11 @@ class ExportSummaryLine(_Summary):
     read: Count
     """Records read: every rollout listed in ``rollouts`` plus those skipped as invalid."""
     skipped_invalid: Count
-    """Records (or lines) reading skipped as invalid, an error diagnostic each (not JSON, not a
-    valid trajectory); they have no outcome and are not in ``rollouts``."""
+    """Records reading skipped as invalid (JSON objects that are no valid trajectory, one or more
+    error diagnostics each); they have no outcome and are not in ``rollouts``."""
+    lines_skipped: Count
+    """Input lines skipped as unreadable (not JSON, not an object, cut short, too long): no record,
+    so neither read nor skipped as invalid; an error diagnostic each."""
     rollouts: list[ExportedRollout]
     """Every rollout read (and not skipped as invalid), in input order."""
 

@@ -34,7 +34,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, safe_text
+from ng_traj.diagnostics import LINE_SKIP_CODES, Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.exports.common import Completeness, Rollout, hex_id
 from ng_traj.io.atomic import AbortWrite, atomic_directory, atomic_file
 from ng_traj.records import read_inputs, refuse_input_as_output
@@ -94,8 +94,10 @@ class Outcome:
 
 @dataclass(slots=True)
 class Exported:
-    """The outcomes of an export, in input order, and how many records (or lines) reading skipped
-    as invalid (an error diagnostic each: not JSON, not a valid trajectory); ``read`` counts both."""
+    """The outcomes of an export, in input order, and how many records reading skipped as invalid
+    (JSON objects that are no valid trajectory: one or more error diagnostics naming their line or
+    dataset row); ``read`` counts both. Lines that are no record at all (not JSON, not an object) are
+    not records: the caller counts them from its sink (``diagnostics.lines_skipped``)."""
 
     outcomes: list[Outcome] = field(default_factory=list)
     skipped: int = 0
@@ -208,14 +210,24 @@ def rollouts(
 ) -> Iterable[Rollout]:
     """The inputs' trajectories as :class:`Rollout` s, redacted when ``redact`` is given.
 
-    ``on_skip`` is called once per record or line that reading skipped as invalid: each error
-    diagnostic of reading that names a line (a file or dataset refused whole names none).
+    ``on_skip`` is called once per record that reading skipped as invalid: the first error
+    diagnostic of reading at each line (a file or dataset refused whole names none), unless the
+    line is no record at all (:data:`~ng_traj.diagnostics.LINE_SKIP_CODES`: not JSON, not an object).
     """
     kwargs = {"max_line_bytes": request.max_line_bytes} if request.max_line_bytes else {}
     outputs = [request.output, report_path(request.output)]
+    counted_at: set[tuple[str | None, int]] = set()
 
     def counted(diagnostic: Diagnostic) -> None:
-        if on_skip is not None and diagnostic.severity == "error" and diagnostic.line is not None:
+        at = (diagnostic.path, diagnostic.line)
+        if (
+            on_skip is not None
+            and diagnostic.severity == "error"
+            and diagnostic.line is not None
+            and diagnostic.code not in LINE_SKIP_CODES
+            and at not in counted_at
+        ):
+            counted_at.add(at)  # type: ignore[arg-type]
             on_skip()
         sink.add(diagnostic)
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, quoted
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, plural, quoted
 from ng_traj.io.files import check_inputs, resolved
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 
@@ -60,7 +60,11 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
 
     Raises:
         RunError: The manifest cannot be read (``io.files.check_inputs``: missing, a loop of symbolic
-            links, no permission), or is a folder or no regular file.
+            links, no permission), is a folder or no regular file, or is no manifest at all: a CSV
+            file whose header lacks ``rollout_id`` or ``path``, a JSONL file with lines none of which
+            is a JSON object, or rows none of which has ``rollout_id`` and ``path`` (the wrong file
+            named, most likely: building without the attribution asked for would mislead). Each
+            damaged line is reported before (file and line); an empty file is ``manifest_empty``.
     """
     check_inputs([path], "manifest")
     if path.is_dir():
@@ -71,11 +75,19 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
     entries: list[ManifestEntry] = []
     if path.suffix.lower() == ".csv":
         try:
-            rows = _csv_rows(path)
+            header, rows = _csv_rows(path)
         except (OSError, UnicodeDecodeError, csv.Error) as exc:
             raise RunError(f"manifest {path} cannot be read: {exc}") from exc
+        if header is not None and not {"rollout_id", "path"} <= set(header):
+            shown = ", ".join(quoted(column) for column in header[:5]) + (", …" if len(header) > 5 else "")
+            raise RunError(f"{_not_a_manifest(path)}: its CSV header has no rollout_id and path columns ({shown})")
     else:
-        rows = [(line.line, line.value) for line in read_json_objects(path, sink)]
+        damaged = DiagnosticSink(emit=sink.add)  # counts the lines that are no JSON object, and reports each
+        rows = [(line.line, line.value) for line in read_json_objects(path, damaged)]
+        if not rows and damaged.errors:
+            raise RunError(f"{_not_a_manifest(path)}: none of its lines is a JSON object")
+    if rows and not any(_entry(row, base) for _, row in rows):
+        raise RunError(f"{_not_a_manifest(path)}: no row has rollout_id and path ({plural(len(rows), 'row')} read)")
     if not rows:
         message = "holds no rows; nothing is attributed by it"
         sink.add(Diagnostic("warning", "manifest_empty", message, path=str(path)))
@@ -93,6 +105,10 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
             continue
         entries.append(replace(entry, where=(str(path), number)))  # type: ignore[arg-type]
     return _distinct(entries, path, sink)
+
+
+def _not_a_manifest(path: Path) -> str:
+    return f"manifest {path} is not a manifest (JSONL or CSV rows of {', '.join(COLUMNS)})"
 
 
 def _distinct(entries: list[ManifestEntry], path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
@@ -128,9 +144,9 @@ def _described(entry: ManifestEntry) -> str:
     return ", ".join(parts)
 
 
-def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
-    """The rows of a CSV manifest, numbered from 2 (after the header); a leading BOM is what
-    spreadsheets write. Fields are allowed as long as a JSONL line (the ``csv`` module's own limit,
+def _csv_rows(path: Path) -> tuple[list[str] | None, list[tuple[int, dict[str, Any]]]]:
+    """The header of a CSV manifest (``None`` for an empty file) and its rows, numbered from 2 (after
+    the header); a leading BOM is what spreadsheets write. Fields are allowed as long as a JSONL line (the ``csv`` module's own limit,
     128 KiB, refused the whole manifest for one long field).
 
     Raises:
@@ -139,7 +155,9 @@ def _csv_rows(path: Path) -> list[tuple[int, dict[str, Any]]]:
     previous = csv.field_size_limit(DEFAULT_MAX_LINE_BYTES)
     try:
         with open(path, newline="", encoding="utf-8-sig") as handle:
-            return [(number, row) for number, row in enumerate(csv.DictReader(handle), start=2)]
+            reader = csv.DictReader(handle)
+            rows = [(number, row) for number, row in enumerate(reader, start=2)]
+            return (list(reader.fieldnames) if reader.fieldnames is not None else None), rows
     finally:
         csv.field_size_limit(previous)
 

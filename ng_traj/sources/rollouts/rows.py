@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ng_traj.diagnostics import quoted, safe_text
+from ng_traj.diagnostics import json_quoted, quoted, safe_text
 from ng_traj.io.compression import logical_name
 from ng_traj.io.lines import JSON_TYPES, decode_line
 from ng_traj.io.spans import read_span
@@ -45,7 +45,8 @@ TASK_INPUT_KEY = "responses_create_params"
 
 
 class IdentityError(ValueError):
-    """The row's identity keys are malformed (an invalid ``_ng_rollout_id`` or attempt index)."""
+    """The row's identity keys are malformed (an invalid ``_ng_rollout_id``, task, rollout or attempt
+    index); the message names the key and quotes its value as JSON text (:func:`json_quoted`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -58,12 +59,15 @@ class Identity:
         rollout_id: The reference rollout id, or ``<file name>:<line>`` when the row has none.
         derived: False when ``rollout_id`` is the file-and-line fallback.
         problem: Why the row has no derived id, when it has none.
+        invalid: True when the row has identity keys but a malformed one (:class:`IdentityError`),
+            False when it has none or a derived id.
     """
 
     task_id: str
     rollout_id: str
     derived: bool = True
     problem: str | None = None
+    invalid: bool = False
 
 
 def is_rollout_row(row: dict[str, Any]) -> bool:
@@ -102,7 +106,7 @@ def rollout_id(row: dict[str, Any]) -> str | None:
     explicit = row.get("_ng_rollout_id")
     if explicit is not None:
         if not isinstance(explicit, str) or not EXPLICIT_ID.match(explicit):
-            raise IdentityError(f"_ng_rollout_id {quoted(explicit)} is not a valid rollout id")
+            raise IdentityError(f"_ng_rollout_id {json_quoted(explicit)} is not a valid rollout id")
         base = explicit
     else:
         task, rollout = _index(row, "_ng_task_index"), _index(row, "_ng_rollout_index")
@@ -114,7 +118,7 @@ def rollout_id(row: dict[str, Any]) -> str | None:
         try:
             number = int(attempt)
         except (TypeError, ValueError) as exc:
-            raise IdentityError(f"_ng_attempt_index {quoted(attempt)} is not an integer") from exc
+            raise IdentityError(f"_ng_attempt_index {json_quoted(attempt)} is not an integer") from exc
         if number > 0:
             base = f"{base}-a{number}"
     return base
@@ -134,22 +138,24 @@ def task_id(row: dict[str, Any]) -> str:
 
 
 def _index(row: dict[str, Any], key: str) -> Any:
-    """The row's ``key`` (``_ng_task_index`` or ``_ng_rollout_index``) for an id, ``None`` when absent.
+    """The row's ``key`` (``_ng_task_index`` or ``_ng_rollout_index``) for an id, ``None`` when absent
+    (the key missing, or JSON null).
 
-    The collector stamps these as non-negative integers. A boolean, a float (an integer of 2^64 or
-    more parses as one, and would make an id like ``1e+30-0``) or a negative integer (an id the
-    resources server cannot parse back) is no index: :class:`IdentityError`, so the row is named by
-    file and line and reported, as for a malformed ``_ng_rollout_id``. Text is formatted as
-    upstream formats it; a list or an object counts as absent (:func:`_scalar`).
+    The collector stamps these as non-negative integers. Any other JSON value but text is no index:
+    a boolean, a float (``1.5``, ``1e3``; an integer of 2^64 or more parses as one, and would make an
+    id like ``1e+30-0``), a negative integer (an id the resources server cannot parse back), a list
+    or an object raise :class:`IdentityError`, so the row is named by file and line and reported
+    as malformed (``rollout_identity_invalid``), as for a malformed ``_ng_rollout_id``. Text is kept
+    and formatted as upstream formats it (``"x"`` gives the id ``x-0``).
     """
-    value = _scalar(row.get(key))
-    if isinstance(value, bool | float) or (isinstance(value, int) and value < 0):
-        raise IdentityError(f"{key} {quoted(value)} is not a non-negative integer")
-    return value
+    value = row.get(key)
+    if value is None or isinstance(value, str) or (type(value) is int and value >= 0):
+        return value
+    raise IdentityError(f"{key} {json_quoted(value)} is not a non-negative integer")
 
 
 def _scalar(value: Any) -> Any:
-    """``value``, or ``None`` for a list or an object: an identity key holding one counts as absent
+    """``value``, or ``None`` for a list or an object: a task key holding one counts as absent
     (its text would not be an id, and ``str`` of a value nested 1,000 deep raises ``RecursionError``)."""
     return None if isinstance(value, list | dict) else value
 
@@ -159,10 +165,12 @@ def identity(row: dict[str, Any], file_name: str, line: int) -> Identity:
     try:
         derived = rollout_id(row)
         problem = None if derived is not None else "no _ng_rollout_id and no task/rollout indices"
+        invalid = False
     except IdentityError as exc:
-        derived, problem = None, str(exc)
+        derived, problem, invalid = None, str(exc), True
     if derived is None:
-        return Identity(task_id(row), f"{safe_text(file_name)}:{line}", derived=False, problem=problem)
+        fallback = f"{safe_text(file_name)}:{line}"
+        return Identity(task_id(row), fallback, derived=False, problem=problem, invalid=invalid)
     return Identity(task_id(row), derived)
 
 
