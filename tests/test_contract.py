@@ -279,3 +279,35 @@ def test_every_ng_traj_gap_and_diagnostic_code_is_documented_in_the_docs():
     missing = [code for code in NG_TRAJ_GAPS if f"`{code}`" not in gaps]
     missing += [code for code in CODES if f"`{code}`" not in diagnostics]
     assert missing == []
+
+
+def test_a_built_model_is_the_model_validation_makes_and_behaves_as_one():
+    import pickle
+
+    from ng_traj.contract import TrajectoryTokenStats
+    from ng_traj.contract.base import built_model
+
+    values = {
+        "prompt_tokens": 7,
+        "completion_tokens": 3,
+        "reasoning_tokens": None,
+        "total_tokens": 10,
+        "cached_tokens": 0,
+    }
+    built = built_model(TrajectoryTokenStats, values, fields_set={"prompt_tokens", "total_tokens"})
+    validated = TrajectoryTokenStats(prompt_tokens=7, completion_tokens=3, total_tokens=10, cached_tokens=0)
+    assert built == validated
+    assert built.__dict__ is values  # held as given, not copied
+    assert built.model_fields_set == {"prompt_tokens", "total_tokens"}
+    assert built.__pydantic_extra__ is None and built.__pydantic_private__ is None
+    assert built_model(TrajectoryTokenStats, dict(values)).model_fields_set == set(values)
+    assert (
+        record_json(built)
+        == b'{"prompt_tokens":7,"completion_tokens":3,"reasoning_tokens":null,"total_tokens":10,"cached_tokens":0}'
+    )
+    assert pickle.loads(pickle.dumps(built)) == validated
+    assert built.model_copy(update={"cached_tokens": 2}).cached_tokens == 2
+    with pytest.raises(ValidationError):
+        built.prompt_tokens = -1  # assignment is still validated (ge=0)
+    built.completion_tokens = 4
+    assert built.completion_tokens == 4 and "completion_tokens" in built.model_fields_set
