@@ -232,9 +232,13 @@ def json_quoted(value: object) -> str:
     """``value`` as JSON text for a diagnostic (``true``, ``1.5``, ``[1]``, ``"x"``), bounded as
     :func:`quoted` bounds it: the value as the input wrote it, not as Python shows it (``True``).
     A value orjson cannot write (nested deeper than 254 levels, a non-string key) falls back to
-    :func:`quoted`. Never raises."""
+    :func:`quoted`. A float is written as Python's shortest round-trip form (``1e+30``), which orjson
+    releases do not agree on (older ones write ``1e30``), so that a message is the same on every supported
+    version. Never raises."""
     import orjson
 
+    if isinstance(value, float):
+        return repr(value)
     try:
         text = orjson.dumps(value).decode()
     except (TypeError, orjson.JSONEncodeError):
