@@ -420,3 +420,19 @@ def test_convert_and_export_count_unreadable_lines_as_lines_not_records(tmp_path
     assert "; 3 lines skipped, " in text, text
     summary = run_json("export", mixed, "--format", "atif", "-o", tmp_path / "atif2").summary
     assert (summary["written"], summary["read"], summary["skipped_invalid"], summary["lines_skipped"]) == (3, 4, 1, 3)
+
+
+def test_export_counts_a_row_without_a_trajectory_as_a_record_skipped(tmp_path):
+    """A rollout row that carries no ng_trajectory is reported (a warning) and not exported: it is a
+    record skipped, and the export exits 1, as for any rollout the input holds but the output lacks."""
+    good = [line for line in RETAINED_EXPECTED.read_bytes().splitlines() if line]
+    row = orjson.dumps({"responses_create_params": {"input": []}, "reward": 1.0})
+    mixed = tmp_path / "mixed.jsonl"
+    mixed.write_bytes(b"\n".join([good[0], row]) + b"\n")
+    exported = run_cli("export", mixed, "--format", "atif", "-o", tmp_path / "atif", "-q")
+    assert exported.exit_code == 1, exported.stderr
+    assert f"{mixed}:2: warning[trajectory_missing]" in exported.stderr
+    text = exported.stderr.splitlines()[-1]
+    assert text.startswith("exported 1 of 2 records read as atif (") and ", 1 skipped as invalid)" in text, text
+    summary = run_json("export", mixed, "--format", "atif", "-o", tmp_path / "atif2").summary
+    assert (summary["written"], summary["read"], summary["skipped_invalid"], summary["lines_skipped"]) == (1, 2, 1, 0)

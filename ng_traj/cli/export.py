@@ -172,7 +172,9 @@ def _run(
     sink = reporter.sink
     skipped_lines = lines_skipped(sink)
     lost = result.count("lossy")
-    failed = sink.errors or result.count("refused") or result.count("not_written") or not result.written
+    failed = (
+        sink.errors or result.skipped or result.count("refused") or result.count("not_written") or not result.written
+    )
     code = EXIT_DATA if failed else EXIT_LOST if lost else EXIT_OK
     report = report_path(output)
     written = f"-> {output}; report {report}" if result.written else f"nothing written: {output} was left as it was"

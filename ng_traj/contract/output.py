@@ -195,7 +195,8 @@ class ExportSummaryLine(_Summary):
     """Records read: every rollout listed in ``rollouts`` plus those skipped as invalid."""
     skipped_invalid: Count
     """Records reading skipped as invalid (JSON objects that are no valid trajectory, one or more
-    error diagnostics each); they have no outcome and are not in ``rollouts``."""
+    error diagnostics each, and rollout rows that carry no trajectory, a ``trajectory_missing``
+    warning each); they have no outcome and are not in ``rollouts``."""
     lines_skipped: Count
     """Input lines skipped as unreadable (not JSON, not an object, cut short, too long): no record,
     so neither read nor skipped as invalid; an error diagnostic each."""

@@ -212,7 +212,9 @@ def rollouts(
 
     ``on_skip`` is called once per record that reading skipped as invalid: the first error
     diagnostic of reading at each line (a file or dataset refused whole names none), unless the
-    line is no record at all (:data:`~ng_traj.diagnostics.LINE_SKIP_CODES`: not JSON, not an object).
+    line is no record at all (:data:`~ng_traj.diagnostics.LINE_SKIP_CODES`: not JSON, not an object),
+    and each rollout row that carries no trajectory (``trajectory_missing``, a warning: the rollout
+    is not exported, so it counts as skipped and the export exits 1).
     """
     kwargs = {"max_line_bytes": request.max_line_bytes} if request.max_line_bytes else {}
     outputs = [request.output, report_path(request.output)]
@@ -222,9 +224,11 @@ def rollouts(
         at = (diagnostic.path, diagnostic.line)
         if (
             on_skip is not None
-            and diagnostic.severity == "error"
+            and (
+                (diagnostic.severity == "error" and diagnostic.code not in LINE_SKIP_CODES)
+                or diagnostic.code == "trajectory_missing"
+            )
             and diagnostic.line is not None
-            and diagnostic.code not in LINE_SKIP_CODES
             and at not in counted_at
         ):
             counted_at.add(at)  # type: ignore[arg-type]
