@@ -387,10 +387,17 @@ def test_pipes_in_input_folders_are_skipped_and_corrupt_json_files_are_warned(tm
     shutil.copytree(RETAINED, folder)
     os.mkfifo(folder / "pipe.jsonl")
     (folder / "truncated.json").write_text('{"session_id": "s", "messages": [')
+    (folder / "huge.jsonl").write_text('\n{"x": 1e999}\n')  # the first non-blank line says why
     result = run_cli("build", folder, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 0, result.stderr
     assert "pipe.jsonl: warning[input_unclaimed]: not a regular file" in result.stderr
-    assert "truncated.json: error[input_unclaimed]: not JSON (corrupt or truncated?)" in result.stderr
+    assert (
+        "truncated.json: error[input_unclaimed]: not JSON (unexpected end of data: at column 34; corrupt or truncated?)"
+    ) in result.stderr
+    assert (
+        "huge.jsonl: error[input_unclaimed]: no line is JSON (line 2: number is infinity when parsed as double: "
+        "at column 7; corrupt or truncated?)"
+    ) in result.stderr
     assert len(_records(tmp_path / "out.jsonl")) == 13
 
 

@@ -25,7 +25,7 @@ from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts.attached import ATTACH_OUTPUT, earlier_attach_outputs
 from ng_traj.sources.rollouts.rows import run_name
-from ng_traj.sources.sniff import Claim, first_record, json_named
+from ng_traj.sources.sniff import Claim, first_problem, first_record, json_named
 from ng_traj.writers.dataset_paths import DATASET_KIND, is_dataset
 
 
@@ -403,7 +403,8 @@ def _classify(
         elif json_named(file) and first_record(file) is None:
             _report_broken_stream(file, sink)
             what = "not JSON" if logical_path(file).suffix == ".json" else "no line is JSON"
-            message = f"{what} (corrupt or truncated?); no reader can tell what it is; skipped"
+            why = f"{reason}; " if (reason := first_problem(file)) else ""
+            message = f"{what} ({why}corrupt or truncated?); no reader can tell what it is; skipped"
             sink.add(Diagnostic("error", "input_unclaimed", message, path=str(file)))
         else:
             _report(sink, "input_unclaimed", file, "no reader recognises this file; skipped", directly)

@@ -69,6 +69,35 @@ def first_record(path: Path) -> Any:
         return None
 
 
+def first_problem(path: Path) -> str | None:
+    """Why a file of which :func:`first_record` found no JSON value holds none: how its first
+    non-blank line (of a ``.json`` file, its whole text) fails to decode, as the line reader says it
+    (``line 1: number is infinity when parsed as double at column 7``, ``line 2: invalid UTF-8 at
+    column 5``); ``None`` when that decodes, the line is longer than a sniff reads, or the file cannot
+    be read. Read as :func:`first_record` reads it."""
+    try:
+        with open_input(path) as handle:
+            if logical_path(path).suffix == ".json":
+                data = _head(handle, SNIFF_JSON_BYTES + 1).removeprefix(BOM).strip()
+                return _problem(data, True) if len(data) <= SNIFF_JSON_BYTES else None
+            for number, line in enumerate(iter(lambda: handle.readline(SNIFF_LINE_BYTES), b""), 1):
+                at_eof = not line.endswith(b"\n")
+                if at_eof and len(line) == SNIFF_LINE_BYTES:
+                    return None  # cut short by the sniff, not by the file
+                if line := line.removeprefix(BOM).strip():
+                    problem = _problem(line, at_eof)
+                    return None if problem is None else f"line {number}: {problem}"
+    except (OSError, CompressedStreamError):
+        pass
+    return None
+
+
+def _problem(data: bytes, at_eof: bool) -> str | None:
+    """The error message of decoding ``data`` (stripped, non-blank), ``None`` when it decodes."""
+    _, problem = decode_line(data, ("", 0, 0), at_eof=at_eof)
+    return problem.message if problem is not None and problem.severity == "error" else None
+
+
 def _head(handle: Any, size: int) -> bytes:
     """The first ``size`` bytes of ``handle`` (all of it when shorter), as ``handle.read(size)`` gives
     them, but read in steps of :data:`_JSON_STEP`: a buffered file's ``read(size)`` allocates
