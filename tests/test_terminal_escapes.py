@@ -118,7 +118,9 @@ def test_export_refuses_outputs_without_a_name_and_a_report_path_taken_by_a_fold
     source = FIXTURES / "build" / "retained_run" / "expected.jsonl"
     for output in (".", "..", "x/.."):
         result = run_cli("export", source, "--format", "atif", "-o", output)
-        assert result.exit_code == 2 and "names no file or folder" in result.stderr, result.output
+        assert result.exit_code == 2 and "has no name to put the completeness report beside" in result.stderr, (
+            result.output
+        )
     (tmp_path / "out.completeness.json").mkdir()
     result = run_cli("export", source, "--format", "atif", "-o", tmp_path / "out")
     assert result.exit_code == 2 and "is a directory: the completeness report" in result.stderr

@@ -140,7 +140,10 @@ def _run(
             "or -o traces.jsonl"
         )
     if not output.name or output.name in (".", ".."):  # '', '.', 'x/..': no name to put the report beside
-        raise RunError(f"-o {str(output)!r} names no file or folder: give one, such as -o atif/ or -o traces.jsonl")
+        raise RunError(
+            f"-o {str(output)!r} has no name to put the completeness report beside (OUT.completeness.json): "
+            "name the folder or file, such as -o atif/ or -o traces.jsonl"
+        )
     from ng_traj.exports.run import check_report
 
     check_report(output)
