@@ -72,7 +72,7 @@ def first_record(path: Path) -> Any:
 def first_problem(path: Path) -> str | None:
     """Why a file of which :func:`first_record` found no JSON value holds none: how its first
     non-blank line (of a ``.json`` file, its whole text) fails to decode, as the line reader says it
-    (``line 1: number is infinity when parsed as double at column 7``, ``line 2: invalid UTF-8 at
+    (``line 1: number is infinity when parsed as double: at column 7``, ``line 2: invalid UTF-8 at
     column 5``); ``None`` when that decodes, the line is longer than a sniff reads, or the file cannot
     be read. Read as :func:`first_record` reads it."""
     try:
