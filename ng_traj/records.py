@@ -32,7 +32,7 @@ import orjson
 from pydantic import ValidationError
 
 from ng_traj.assemble.attribution import run_label_map
-from ng_traj.checks import findings_from_error, is_bare_trajectory
+from ng_traj.checks import TRAJECTORY_MISSING, findings_from_error, is_bare_trajectory
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
@@ -143,7 +143,7 @@ def read_file(
         value = row.get("ng_trajectory")
         if value is None:
             message = "the rollout row has no ng_trajectory; skipped (ng-traj build assembles one)"
-            sink.add(Diagnostic("warning", "trajectory_missing", message, **where))
+            sink.add(Diagnostic("warning", TRAJECTORY_MISSING.code, message, **where))
             continue
         record = _validated(value, "ng_trajectory", where, sink)
         if record is not None:

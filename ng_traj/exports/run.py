@@ -34,6 +34,7 @@ from typing import Any, BinaryIO, Literal
 
 import orjson
 
+from ng_traj.checks import TRAJECTORY_MISSING
 from ng_traj.diagnostics import LINE_SKIP_CODES, Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.exports.common import Completeness, Rollout, hex_id
 from ng_traj.io.atomic import AbortWrite, atomic_directory, atomic_file
@@ -226,7 +227,7 @@ def rollouts(
             on_skip is not None
             and (
                 (diagnostic.severity == "error" and diagnostic.code not in LINE_SKIP_CODES)
-                or diagnostic.code == "trajectory_missing"
+                or diagnostic.code == TRAJECTORY_MISSING.code
             )
             and diagnostic.line is not None
             and at not in counted_at
