@@ -171,11 +171,12 @@ class DatasetWriter:
         rows = self._buffers[name]
         if not rows:
             return
-        table = _table(name, rows)
-        self._buffers[name] = []
-        self._weights[name] = 0
-        self._write(self._files[name].write_table, table, len(rows))
-        self.rows[name] += len(rows)
+        self._written()  # the row group before is written before this one is made: one table held at a time
+        table, count = _table(name, rows), len(rows)
+        self._buffers[name], self._weights[name] = [], 0
+        del rows  # their texts are in the table now
+        self._write(self._files[name].write_table, table, count)
+        self.rows[name] += count
 
     def _write(self, task: Callable[..., None], *args: Any) -> None:
         """Run ``task(*args)`` in the writing thread once what it was given before is done."""
