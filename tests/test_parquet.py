@@ -434,6 +434,53 @@ def test_chunk_files_written_through_the_write_buffer_hold_the_bytes_written_dir
     assert buffered == direct and len(buffered) == 9
 
 
+def test_row_groups_are_written_in_the_writing_thread_one_at_a_time_with_the_bytes_written_in_line(
+    tmp_path, monkeypatch
+):
+    import threading
+
+    from ng_traj.writers import parquet
+
+    monkeypatch.setattr(parquet, "ROW_GROUP_ROWS", 2)  # several row groups per table
+    writing, seen = [], []
+    write_table, lock = pq.ParquetWriter.write_table, threading.Lock()
+
+    def watched(self, table, row_group_size=None):
+        with lock:
+            writing.append(table)
+            seen.append((threading.current_thread().name, len(writing)))
+        time.sleep(0.002)  # long enough for the caller to make its next row group meanwhile
+        write_table(self, table, row_group_size=row_group_size)
+        with lock:
+            writing.remove(table)
+
+    def written(name):
+        sink = DiagnosticSink()
+        inputs, slots, stats = prepare([RETAINED / "input"], sink, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
+        with open_dataset(tmp_path / name, roles=ROLES, chunk_size=4) as writer:  # several chunk files
+            build(inputs, slots, stats, BuildOptions(capture_enabled=True), sink, writer.add_rows, encode=writer.encoder())
+        return _snapshot(tmp_path / name)
+
+    monkeypatch.setattr(pq.ParquetWriter, "write_table", watched)
+    threaded = written("threaded.parquet")
+    assert len(seen) > 20 and all(name.startswith("ng-traj-parquet") and busy == 1 for name, busy in seen)
+    monkeypatch.setattr(parquet.DatasetWriter, "_write", lambda self, task, *args: task(*args))  # in line
+    in_line = written("in_line.parquet")
+    assert threaded == in_line and len(threaded) > 9
+
+
+def test_a_chunk_file_that_cannot_be_closed_stops_the_build_and_leaves_no_dataset(tmp_path, monkeypatch):
+    from ng_traj.writers import parquet
+
+    def full(handles):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(parquet, "_close_all", full)
+    result = run_cli("build", RETAINED / "input", "-o", tmp_path / "out.parquet", "-q")
+    assert result.exit_code == 2 and "No space left" in result.output
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("failing", [1, 3], ids=["first write", "a later write"])
 def test_a_row_group_that_cannot_be_written_stops_the_build_and_leaves_no_dataset(tmp_path, monkeypatch, failing):
     from ng_traj.writers import parquet

@@ -120,10 +120,14 @@ def _parquet_chunk(
         writer = DatasetWriter(scratch, target.roles, target.chunk_size)
         result = assemble_chunk(options, slots, chunk, start=start, encode=writer.encoder())
         outcomes = []
-        for done in result.outcomes:
-            writer.add_rows(done.payload)
-            outcomes.append(dataclasses.replace(done, payload=None))
-        writer.close()  # one chunk only: its files are part 0 of the scratch folder
+        try:
+            for done in result.outcomes:
+                writer.add_rows(done.payload)
+                outcomes.append(dataclasses.replace(done, payload=None))
+            writer.close()  # one chunk only: its files are part 0 of the scratch folder
+        except BaseException:
+            writer.abort()  # its files closed and its writing thread ended before the folder goes
+            raise
         for table in TABLE_NAMES:
             os.replace(scratch / table / part_name(0), Path(target.folder, table, part_name(chunk)))
         return ChunkResult(chunk, tuple(outcomes), rows=dict(writer.rows))

@@ -11,13 +11,20 @@ trajectories, so the same build writes the same bytes whatever ``--jobs``. The f
 under a temporary name and renamed when complete (``io/atomic.py``): a killed build leaves the
 previous dataset or none. The typed time and duration columns are computed from the float ones
 with Arrow's vectorised kernels when a row group is written.
+
+A row group is made into an Arrow table by the caller's thread and encoded, compressed and written
+by one writing thread (pyarrow releases the GIL for that), while the caller goes on assembling:
+at most one row group is in the writing thread at a time, and the thread takes them in the order
+they were made, so the files hold the same bytes as when written in line. What the writing raises
+(a full disk, say) is raised in the caller by the next write, or by ``close``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -119,6 +126,8 @@ class DatasetWriter:
         self._chunk = 0
         self._sinks: dict[str, pa.NativeFile] = {}
         self._files = self._open(0)
+        self._thread: ThreadPoolExecutor | None = None  # started with the first write (after any fork)
+        self._writing: Future[None] | None = None
 
     def _open(self, chunk: int) -> dict[str, pq.ParquetWriter]:
         files = {}
@@ -162,29 +171,61 @@ class DatasetWriter:
         rows = self._buffers[name]
         if not rows:
             return
-        self._files[name].write_table(_table(name, rows), row_group_size=len(rows))
-        self.rows[name] += len(rows)
-        self._buffers[name] = []
-        self._weights[name] = 0
+        self._written()  # the row group before is written before this one is made: one table held at a time
+        table, count = _table(name, rows), len(rows)
+        self._buffers[name], self._weights[name] = [], 0
+        del rows  # their texts are in the table now
+        self._write(self._files[name].write_table, table, count)
+        self.rows[name] += count
+
+    def _write(self, task: Callable[..., None], *args: Any) -> None:
+        """Run ``task(*args)`` in the writing thread once what it was given before is done."""
+        self._written()
+        if self._thread is None:
+            self._thread = ThreadPoolExecutor(1, thread_name_prefix="ng-traj-parquet")
+        self._writing = self._thread.submit(task, *args)
+
+    def _written(self) -> None:
+        """Wait for the writing thread's task; raises what it raised."""
+        writing, self._writing = self._writing, None
+        if writing is not None:
+            writing.result()
 
     def _close_chunk(self) -> None:
         for name in TABLES:
             self._flush(name)
-            self._files[name].close()
-            self._sinks[name].close()  # the writer leaves a stream it was given open
+        self._write(_close_all, (*self._files.values(), *self._sinks.values()))
 
     def close(self) -> None:
         """Write the remaining rows, close every file and write the manifest (last: a folder with a
         manifest is complete)."""
         self._close_chunk()
+        self._stop()
         data = manifest(self._chunk + 1, self.chunk_size, self.count, self.rows)
         (self.directory / MANIFEST).write_bytes(data)
 
     def abort(self) -> None:
         """Close every file without writing buffered rows (the folder is about to be removed)."""
+        with contextlib.suppress(Exception):
+            self._stop()
         for handle in (*self._files.values(), *self._sinks.values()):
             with contextlib.suppress(Exception):
                 handle.close()
+
+    def _stop(self) -> None:
+        """Wait for the writing thread to finish its task and end it; raises what the task raised."""
+        try:
+            self._written()
+        finally:
+            if self._thread is not None:
+                self._thread.shutdown(wait=True)
+                self._thread = None
+
+
+def _close_all(handles: tuple[pa.NativeFile | pq.ParquetWriter, ...]) -> None:
+    """Close a chunk's writers, then their streams (a writer leaves a stream it was given open)."""
+    for handle in handles:
+        handle.close()
 
 
 def check_target(path: Path, *, probe: bool = True) -> None:
