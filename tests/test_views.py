@@ -350,6 +350,17 @@ def test_show_says_the_latency_is_unknown_when_no_call_states_one(tmp_path):
     assert rollout_view(value)["totals"]["latency_ms"] == 0
 
 
+def test_show_of_a_rollout_without_model_calls_totals_no_tokens_or_latency(tmp_path):
+    value = _value()
+    value["model_calls"], value["turns"] = [], []
+    bare = tmp_path / "bare.jsonl"
+    bare.write_bytes(orjson.dumps(value) + b"\n")
+    out = run_cli("show", bare, value["rollout_id"]).stdout
+    assert "0 model calls, 4 function calls (4 with a tool-call record)\n" in out
+    assert "No model calls: no tokens or latency to total per role." in out
+    assert "tokens," not in out and "model latency" not in out and "Tokens and latency per role" not in out
+
+
 def test_show_names_the_first_file_of_an_info_code_it_summarises_not_an_option_it_lacks(tmp_path):
     (tmp_path / "a.jsonl").write_bytes(PARALLEL.read_bytes())
     (tmp_path / "README").write_text("notes\n")

@@ -164,7 +164,9 @@ def _add_invocation(parent: Tree, node: Mapping[str, Any]) -> None:
         _add_invocation(branch, child)
 
 
-def _totals(view: Mapping[str, Any]) -> Table:
+def _totals(view: Mapping[str, Any]) -> Table | Text:
+    if not view["roles"]:
+        return Text("No model calls: no tokens or latency to total per role.", style="dim")
     grid = Table(title="Tokens and latency per role (model server)", title_justify="left")
     for name in ("role", "calls", "prompt", "completion", "total", "latency", "calls without counts"):
         grid.add_column(name, justify="left" if name == "role" else "right")
@@ -208,9 +210,11 @@ def _header(view: Mapping[str, Any], about: Mapping[str, Any]) -> Text:
     text.append(
         f"\n{plural(totals['invocations'], 'invocation')}, {plural(totals['turns'], 'turn')}, "
         f"{plural(totals['model_calls'], 'model call')}, {plural(totals['tool_calls'], 'function call')} "
-        f"({_recorded(view)} with a tool-call record), {_count(totals['total_tokens'])} tokens, "
-        f"{'unknown' if totals['latency_ms'] is None else _ms(totals['latency_ms'])} model latency"
+        f"({_recorded(view)} with a tool-call record)"
     )
+    if totals["model_calls"]:  # no calls: no tokens or latency to speak of (not "0 tokens")
+        latency = "unknown" if totals["latency_ms"] is None else _ms(totals["latency_ms"])
+        text.append(f", {_count(totals['total_tokens'])} tokens, {latency} model latency")
     return text
 
 
