@@ -458,7 +458,9 @@ def test_row_groups_are_written_in_the_writing_thread_one_at_a_time_with_the_byt
         sink = DiagnosticSink()
         inputs, slots, stats = prepare([RETAINED / "input"], sink, max_line_bytes=DEFAULT_MAX_LINE_BYTES)
         with open_dataset(tmp_path / name, roles=ROLES, chunk_size=4) as writer:  # several chunk files
-            build(inputs, slots, stats, BuildOptions(capture_enabled=True), sink, writer.add_rows, encode=writer.encoder())
+            build(
+                inputs, slots, stats, BuildOptions(capture_enabled=True), sink, writer.add_rows, encode=writer.encoder()
+            )
         return _snapshot(tmp_path / name)
 
     monkeypatch.setattr(pq.ParquetWriter, "write_table", watched)
