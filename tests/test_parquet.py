@@ -471,6 +471,20 @@ def test_row_groups_are_written_in_the_writing_thread_one_at_a_time_with_the_byt
     assert threaded == in_line and len(threaded) > 9
 
 
+def test_rows_made_into_arrow_pieces_before_their_row_group_give_the_same_files(tmp_path, monkeypatch):
+    from ng_traj.writers import parquet
+
+    made = []
+    table = parquet._table
+    monkeypatch.setattr(parquet, "_table", lambda name, rows: made.append(len(rows)) or table(name, rows))
+    assert run_cli("build", RETAINED / "input", "-o", tmp_path / "whole.parquet", "-q").exit_code == 0
+    whole = len(made)
+    monkeypatch.setattr(parquet, "PIECE_ROWS", 2)  # row groups made of pieces of a trajectory or two
+    assert run_cli("build", RETAINED / "input", "-o", tmp_path / "pieces.parquet", "-q").exit_code == 0
+    assert len(made) - whole > 3 * whole
+    assert _snapshot(tmp_path / "whole.parquet") == _snapshot(tmp_path / "pieces.parquet")
+
+
 def test_a_chunk_file_that_cannot_be_closed_stops_the_build_and_leaves_no_dataset(tmp_path, monkeypatch):
     from ng_traj.writers import parquet
 

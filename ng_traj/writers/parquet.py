@@ -57,6 +57,11 @@ ROW_GROUP_BYTES = 8 << 20
 """A table's buffered rows are written as a row group from about this many bytes of text."""
 ROW_GROUP_ROWS = 100_000
 """... or from this many rows."""
+PIECE_ROWS = 1024
+"""Rows a table's buffer holds as Python values before they are made into Arrow arrays (a piece of
+the row group to come). As Python objects a row of short values takes about ten times its text;
+as Arrow arrays, about its text. So a table of small rows (gaps, say), which takes thousands of
+trajectories to fill a row group, holds them compactly."""
 COMPRESSION = "zstd"
 COMPRESSION_LEVEL = 1
 WRITE_BUFFER = 256 << 10
@@ -102,6 +107,14 @@ def _table(name: str, rows: list[tuple[Any, ...]]) -> pa.Table:
     return pa.Table.from_arrays([columns[f.name] for f in schema], schema=schema)
 
 
+def _joined(pieces: list[pa.Table]) -> pa.Table:
+    """A row group's pieces as one table of one chunk per column (the bytes Parquet writes depend
+    on how a column is chunked, and the same rows make the same file however they were pieced)."""
+    if len(pieces) == 1:
+        return pieces[0]
+    return pa.concat_tables(pieces).combine_chunks()
+
+
 class DatasetWriter:
     """Writes trajectories into the chunk files of a dataset folder, one row group at a time.
 
@@ -120,6 +133,9 @@ class DatasetWriter:
         self.rows = dict.fromkeys(TABLES, 0)
         """Rows written per table."""
         self._buffers: dict[str, list[tuple[Any, ...]]] = {name: [] for name in TABLES}
+        self._pieces: dict[str, list[pa.Table]] = {name: [] for name in TABLES}
+        self._buffered = dict.fromkeys(TABLES, 0)
+        """Rows per table waiting for their row group, in pieces and in the buffer."""
         self._weights = dict.fromkeys(TABLES, 0)
         for name in TABLES:
             (directory / name).mkdir()
@@ -161,21 +177,27 @@ class DatasetWriter:
             self._chunk += 1
             self._files = self._open(self._chunk)
         for name, weight in encoded.weights.items():
-            self._buffers[name].extend(encoded.rows[name])
+            rows = encoded.rows[name]
+            self._buffers[name].extend(rows)
+            self._buffered[name] += len(rows)
             self._weights[name] += weight
-            if self._weights[name] >= ROW_GROUP_BYTES or len(self._buffers[name]) >= ROW_GROUP_ROWS:
+            if self._weights[name] >= ROW_GROUP_BYTES or self._buffered[name] >= ROW_GROUP_ROWS:
                 self._flush(name)
+            elif len(self._buffers[name]) >= PIECE_ROWS:
+                self._pieces[name].append(_table(name, self._buffers[name]))
+                self._buffers[name] = []
         self.count += 1
 
     def _flush(self, name: str) -> None:
-        rows = self._buffers[name]
-        if not rows:
+        rows, pieces, count = self._buffers[name], self._pieces[name], self._buffered[name]
+        if not count:
             return
         self._written()  # the row group before is written before this one is made: one table held at a time
-        table, count = _table(name, rows), len(rows)
-        self._buffers[name], self._weights[name] = [], 0
-        del rows  # their texts are in the table now
-        self._write(self._files[name].write_table, table, count)
+        if rows:
+            pieces.append(_table(name, rows))
+        self._buffers[name], self._pieces[name], self._buffered[name], self._weights[name] = [], [], 0, 0
+        del rows  # their texts are in the pieces now
+        self._write(self._files[name].write_table, _joined(pieces), count)
         self.rows[name] += count
 
     def _write(self, task: Callable[..., None], *args: Any) -> None:
