@@ -582,3 +582,21 @@ def test_a_documents_commit_that_fails_leaves_the_earlier_report_too(tmp_path, m
     now = {p.name: p.read_bytes() for p in out.iterdir()} if out.is_dir() else out.read_bytes()
     assert now == documents
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["first.jsonl", "second.jsonl", out.name, report.name])
+
+
+@pytest.mark.parametrize("fmt", ["atif", "otlp"])
+def test_a_record_leaving_out_the_fields_the_contract_defaults_exports_as_if_it_had_them(tmp_path, fmt):
+    bare = {"task_id": "1", "rollout_id": "0"}  # valid: the earlier revision may leave the rest out
+    full = {"schema_version": "1.0", **bare, **{name: [] for name in ("invocations", "turns", "model_calls")}}
+    full |= {"tool_calls": [], "gaps": []}
+    outputs = []
+    for name, record in (("bare", bare), ("full", full)):
+        (tmp_path / name).mkdir()
+        source = write_jsonl(tmp_path / name / "in.jsonl", record)
+        out = source.parent / ("atif" if fmt == "atif" else "traces.jsonl")
+        result = run_cli("export", source, "--format", fmt, "-o", out)
+        assert "internal error" not in result.stderr and result.exit_code in (0, 1), result.stderr
+        written = sorted(out.iterdir()) if out.is_dir() else [out] if out.exists() else []
+        outputs.append((result.exit_code, result.stderr.replace(name, "-"), [path.read_bytes() for path in written]))
+    assert outputs[0] == outputs[1]
+    assert "exported" in outputs[0][1] and "skipped as invalid" not in outputs[0][1].replace("0 skipped as invalid", "")

@@ -35,6 +35,7 @@ from typing import Any, BinaryIO, Literal
 import orjson
 
 from ng_traj.checks import TRAJECTORY_MISSING
+from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import LINE_SKIP_CODES, Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.exports.common import Completeness, Rollout, hex_id
 from ng_traj.io.atomic import AbortWrite, atomic_directory, atomic_file
@@ -238,7 +239,8 @@ def rollouts(
 
     reading = DiagnosticSink(emit=counted) if on_skip is not None else sink
     for read in read_inputs(request.inputs, reading, outputs=outputs, **kwargs):
-        value = redact(read.value) if redact else read.value
+        value = with_defaults(read.value, read.record)
+        value = redact(value) if redact else value
         agent_ref = (read.row or {}).get("agent_ref") if read.row else None
         yield Rollout(
             value,
@@ -250,6 +252,14 @@ def rollouts(
             read.reward,
             agent_ref if isinstance(agent_ref, dict) else None,
         )
+
+
+def with_defaults(value: dict[str, Any], record: TrajectoryRecord) -> dict[str, Any]:
+    """``value`` with the top-level fields it leaves out as the contract defaults them (a record of
+    the earlier revision may leave out ``schema_version`` and the lists), so the exports can read
+    every field; ``value`` itself when it has them all."""
+    missing = {name for name in TrajectoryRecord.model_fields if name not in value}
+    return {**value, **record.model_dump(mode="json", include=missing)} if missing else value
 
 
 class _Names:
