@@ -34,7 +34,7 @@ from ng_traj.io.spans import text_copies
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
 from ng_traj.records import ReadRecord, read_dataset_records, read_file, row_facts
 from ng_traj.sources.capture.record import token_stats
-from ng_traj.sources.detect import own_output, walk
+from ng_traj.sources.detect import own_output, unreadable, walk
 from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import first_record
 from ng_traj.writers.dataset_paths import is_dataset
@@ -62,6 +62,8 @@ class MatrixInputs:
     own: list[tuple[Path, str]] = field(default_factory=list)
     """Files of a named folder that ng-traj's export or report wrote there, with their description:
     skipped (one info each), not built as raw inputs named one by one (a warning each)."""
+    unreadable: list[OSError] = field(default_factory=list)
+    """Folders under a named folder not handed to the build whole that could not be listed."""
 
 
 def _kind(file: Path) -> str:
@@ -81,13 +83,18 @@ def classify(paths: list[Path]) -> MatrixInputs:
     raw inputs are given too: then they go to the build with them, so that a capture store of the
     same run attaches to its rows (re-projecting a collector row is idempotent) instead of giving
     capture-only trajectories. A named folder all of whose files are built is passed to the build
-    whole, so that the build reports its files as for ``ng-traj build FOLDER``. The named paths
+    whole, so that the build reports its files as for ``ng-traj build FOLDER``; for any other, a
+    folder under it that cannot be listed is in :attr:`MatrixInputs.unreadable`. The named paths
     were checked (``io.files.check_inputs``) before anything else looked at them.
     """
-    kinds = {
-        named: [(named, "dataset")] if is_dataset(named) else [(file, _kind(file)) for file in walk(named)]
-        for named in paths
-    }
+    kinds: dict[Path, list[tuple[Path, str]]] = {}
+    unlisted: dict[Path, list[OSError]] = {}
+    for named in paths:
+        errors = unlisted.setdefault(named, [])
+        files = (
+            [(named, "dataset")] if is_dataset(named) else [(file, _kind(file)) for file in walk(named, errors.append)]
+        )
+        kinds[named] = files
     built = ("raw", "rows") if any(k == "raw" for files in kinds.values() for _, k in files) else ("raw",)
     inputs = MatrixInputs()
     for named, files in kinds.items():
@@ -102,6 +109,8 @@ def classify(paths: list[Path]) -> MatrixInputs:
                     inputs.raw.append(file)
         elif files:  # the build reports what it skips in the folder (ng-traj's own outputs as info)
             inputs.raw.append(named)
+            continue
+        inputs.unreadable.extend(unlisted[named])
     return inputs
 
 
@@ -161,6 +170,8 @@ def all_records(
     """Every record of the named inputs (checked by the caller: ``io.files.check_inputs``): record
     files in path order, then the build of the raw inputs."""
     inputs = classify(paths)
+    for exc in inputs.unreadable:
+        sink.add(unreadable(exc))
     for path, own in inputs.own:
         sink.add(Diagnostic("info", "input_unsupported", f"recognised as {own}; skipped", path=str(path)))
     for path in inputs.records:

@@ -39,7 +39,7 @@ from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
 from ng_traj.input_kind import holds_trajectories, not_trajectories
 from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
-from ng_traj.sources.detect import own_output, walk
+from ng_traj.sources.detect import own_output, unreadable, walk
 from ng_traj.sources.sniff import json_named
 from ng_traj.writers.dataset_paths import is_dataset, refuse_parquet_file, table_folder_of
 from ng_traj.writers.jsonl import record_json
@@ -186,7 +186,7 @@ def read_dataset_records(path: Path, sink: DiagnosticSink) -> Iterator[ReadRecor
         sink.add(Diagnostic("error", "dataset_invalid", str(exc), path=name))
 
 
-def input_files(paths: Iterable[Path], outputs: Iterable[Path] = ()) -> list[Path]:
+def input_files(paths: Iterable[Path], outputs: Iterable[Path] = (), sink: DiagnosticSink | None = None) -> list[Path]:
     """The datasets and files the named paths stand for: a dataset folder as itself, any other
     folder walked in sorted order (hidden entries skipped, datasets inside it kept whole).
 
@@ -194,11 +194,14 @@ def input_files(paths: Iterable[Path], outputs: Iterable[Path] = ()) -> list[Pat
         outputs: The command's outputs: one found under a named folder (a report an earlier run
             wrote there, the files of an export folder) is no input unless its first record is a
             trajectory or a rollout row carrying one (:func:`input_kind.holds_trajectories`).
+        sink: Receives an ``unreadable_file`` error for each folder under a named one that cannot
+            be listed (its files are then not found; without a sink, such a folder is passed over).
 
     Raises:
         RunError: A named path cannot be read (``io.files.check_inputs``), or is a Parquet file or a
             table folder of a dataset (only a dataset folder is read as Parquet).
     """
+    on_error = (lambda exc: sink.add(unreadable(exc))) if sink is not None else None
     found: dict[Path, None] = {}
     written = [Path(os.path.realpath(output)) for output in outputs]
     paths = list(paths)
@@ -208,7 +211,7 @@ def input_files(paths: Iterable[Path], outputs: Iterable[Path] = ()) -> list[Pat
         dataset = table_folder_of(named)
         if dataset is not None:
             raise RunError(f"{named} is a table folder of a Parquet dataset: name the dataset folder {dataset}")
-        for file in [named] if is_dataset(named) else walk(named):
+        for file in [named] if is_dataset(named) else walk(named, on_error):
             if file != named and written and _earlier_output(file, written):
                 continue
             owner = next((p for p in file.parents if p.is_relative_to(named) and is_dataset(p)), None)
@@ -262,7 +265,7 @@ def read_inputs(
     paths = [Path(path) for path in paths]
     named = set(paths)
     files = []
-    for file in input_files(paths, outputs):
+    for file in input_files(paths, outputs, sink):
         own = None if file in named or file.is_dir() else own_output(file)
         if own is not None:
             sink.add(Diagnostic("info", "input_unsupported", f"recognised as {own}; skipped", path=str(file)))

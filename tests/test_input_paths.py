@@ -130,3 +130,33 @@ def test_build_checks_its_inputs_before_it_reads_the_manifest(folder):
     (folder / "m.jsonl").write_text('{"rollout_id": "0-0"}\n')
     result = run_cli("build", "gone", "--manifest", "m.jsonl", "-o", "out.jsonl")
     assert (result.exit_code, result.stderr) == (2, f"error: cannot read input gone: {MISSING}\n")
+
+
+def test_a_folder_that_cannot_be_listed_under_a_named_one_is_reported_by_every_command_that_walks(folder):
+    prefix = _without_permission_overrides()
+    (folder / "run" / "locked").mkdir(parents=True)
+    shutil.copy(TRAJECTORIES, folder / "run" / "ok.jsonl")
+    shutil.copy(TRAJECTORIES, folder / "run" / "locked" / "inside.jsonl")
+    commands = [
+        ["validate", "run"],
+        ["matrix", "run"],
+        ["show", "run"],
+        ["report", "run", "-o", "r.html"],
+        ["export", "run", "-f", "atif", "-o", "e"],
+    ]
+    os.chmod(folder / "run" / "locked", 0)
+    try:
+        child = subprocess.run(
+            [*prefix, sys.executable, "-c", CHILD, json.dumps(commands)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    finally:
+        os.chmod(folder / "run" / "locked", 0o755)
+    assert child.returncode == 0, child.stderr
+    for args, (code, stderr) in zip(commands, json.loads(child.stdout), strict=True):
+        assert "run/locked: error[unreadable_file]: Permission denied\n" in stderr, (args, stderr)
+        assert stderr.count("unreadable_file") == 1 and "Traceback" not in stderr, (args, stderr)
+        assert code in (0, 1), (args, code, stderr)

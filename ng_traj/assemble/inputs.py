@@ -21,6 +21,7 @@ from ng_traj.io.files import check_inputs, check_regular, note_regular, resolved
 from ng_traj.io.lines import STREAM_INVALID, UTF16_CODE, file_utf16, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import claims, forcible_kinds, walk
+from ng_traj.sources.detect import unreadable as unreadable_diagnostic
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
 from ng_traj.sources.rollouts.attached import ATTACH_OUTPUT, earlier_attach_outputs
@@ -191,7 +192,7 @@ def discover(
 
     def unreadable(exc: OSError) -> None:
         inputs.by_kind["unreadable"] += 1
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(exc.filename)))
+        sink.add(unreadable_diagnostic(exc))
 
     for named in [*paths, *(entry.path for entry in manifest)]:
         if is_dataset(named):

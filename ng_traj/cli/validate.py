@@ -131,7 +131,7 @@ def _found(named: list[Path], sink: DiagnosticSink, tally: Tally) -> list[Path]:
             found.append(path)
             continue
         before = len(found)
-        for file in input_files([path]):
+        for file in input_files([path], sink=sink):
             own = None if file.is_dir() else own_output(file)
             if own is not None:
                 sink.add(Diagnostic("info", "input_unsupported", f"recognised as {own}; skipped", path=str(file)))

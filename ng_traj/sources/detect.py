@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ng_traj.diagnostics import Diagnostic
 from ng_traj.io.compression import logical_name, logical_path
 from ng_traj.sources import registry  # noqa: F401  (registers the native readers)
 from ng_traj.sources.capture.store import capture_rollout_id
@@ -185,6 +186,12 @@ def walk(path: Path, on_error: Callable[[OSError], None] | None = None) -> Itera
         yield path
         return
     yield from _walk_folder(str(path), on_error)
+
+
+def unreadable(exc: OSError) -> Diagnostic:
+    """The ``unreadable_file`` error of a folder :func:`walk` could not list (or a file that could
+    not be opened): the system's reason, at the path it names."""
+    return Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(exc.filename))
 
 
 def _walk_folder(root: str, on_error: Callable[[OSError], None] | None) -> Iterator[Path]:
