@@ -491,10 +491,19 @@ def test_a_chunk_file_that_cannot_be_closed_stops_the_build_and_leaves_no_datase
     def full(handles):
         raise OSError(28, "No space left on device")
 
+    sinks, abort = [], parquet.DatasetWriter.abort
+
+    def aborted(self):
+        abort(self)
+        sinks.extend(self._sinks.values())
+
     monkeypatch.setattr(parquet, "_close_all", full)
+    monkeypatch.setattr(parquet.DatasetWriter, "abort", aborted)
     result = run_cli("build", RETAINED / "input", "-o", tmp_path / "out.parquet", "-q")
     assert result.exit_code == 2 and "No space left" in result.output
     assert list(tmp_path.iterdir()) == []
+    # closed by the abort, not left to be collected (Arrow would print its failure to flush then)
+    assert len(sinks) == len(parquet.TABLES) and all(sink.closed for sink in sinks)
 
 
 @pytest.mark.parametrize("failing", [1, 3], ids=["first write", "a later write"])

@@ -305,7 +305,7 @@ def open_dataset(
         writer = DatasetWriter(directory, roles, chunk_size)
         try:
             yield writer
+            writer.close()
         except BaseException:
             writer.abort()
             raise
-        writer.close()
