@@ -77,6 +77,8 @@ class FileResult:
     skipped: int = 0
     with_0_7_keys: int = 0
     stopped: bool = False
+    unreadable: bool = False
+    """The file could not be read (an ``unreadable_file`` error): what it holds is not known."""
 
 
 def validate_file(
@@ -119,6 +121,7 @@ def validate_file(
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=name))
         result.skipped += 1
+        result.unreadable = True
         return result
     if on_progress is not None:
         on_progress(done)

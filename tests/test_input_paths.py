@@ -160,3 +160,25 @@ def test_a_folder_that_cannot_be_listed_under_a_named_one_is_reported_by_every_c
         assert "run/locked: error[unreadable_file]: Permission denied\n" in stderr, (args, stderr)
         assert stderr.count("unreadable_file") == 1 and "Traceback" not in stderr, (args, stderr)
         assert code in (0, 1), (args, code, stderr)
+
+
+def test_validate_of_a_folder_holding_a_file_it_cannot_read_says_that_alone(folder):
+    prefix = _without_permission_overrides()
+    (folder / "run").mkdir()
+    shutil.copy(TRAJECTORIES, folder / "run" / "locked.jsonl")
+    os.chmod(folder / "run" / "locked.jsonl", 0)
+    try:
+        child = subprocess.run(
+            [*prefix, sys.executable, "-c", CHILD, json.dumps([["validate", "run"]])],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    finally:
+        os.chmod(folder / "run" / "locked.jsonl", 0o644)
+    assert child.returncode == 0, child.stderr
+    [(code, stderr)] = json.loads(child.stdout)
+    assert code == 1
+    assert stderr.splitlines()[0] == "run/locked.jsonl: error[unreadable_file]: Permission denied"
+    assert "nothing was validated" not in stderr and "holds no trajectory" not in stderr, stderr
