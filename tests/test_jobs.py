@@ -438,3 +438,31 @@ def test_a_signal_while_a_temporary_folder_is_made_leaves_no_folder(tmp_path, mo
         assert registered is not None and Path(registered).parent == tmp_path
         sqlite_copy._remove_folder(registered, os.getpid())
     assert list(tmp_path.iterdir()) == []
+
+
+KILLED_WORKER_BUILD = """
+import os, signal, sys
+from ng_traj.assemble import workers
+build_chunk = workers._build_chunk
+def dies_on_its_second_chunk(start, chunk):
+    if start == workers.CHUNK:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return build_chunk(start, chunk)
+workers._build_chunk = dies_on_its_second_chunk
+from ng_traj.__main__ import main
+main()
+"""
+"""``python -c`` code running ng-traj whose worker building the second chunk is killed (SIGKILL)."""
+
+
+@pytest.mark.parametrize("name", ["out.jsonl", "out.parquet"])
+def test_a_worker_killed_midway_stops_the_build_with_an_error_that_says_so_and_writes_nothing(tmp_path, name):
+    out = tmp_path / name
+    command = [sys.executable, "-c", KILLED_WORKER_BUILD, "build", str(FIXTURES / "build" / "retained_run" / "input")]
+    command += ["-o", str(out), "--jobs", "2"]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=environment, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "error: a worker process died while it built rollouts (killed by a signal" in result.stderr
+    assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no temporary left

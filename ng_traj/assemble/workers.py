@@ -45,12 +45,14 @@ import threading
 from collections import deque
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any
 
 from ng_traj.assemble.build import BUILD_GC_THRESHOLD, BuildOptions, Encode, Outcome
 from ng_traj.assemble.chunks import ChunkResult, assemble_chunk
 from ng_traj.assemble.plan import Slot
-from ng_traj.io.atomic import deferred_interrupts
+from ng_traj.diagnostics import RunError
+from ng_traj.io.atomic import deferred_interrupts, was_interrupted
 from ng_traj.sources import sqlite_copy
 from ng_traj.writers.spool import SpooledPayloads, SpoolLines, read_payloads, spool_folder
 
@@ -233,6 +235,8 @@ def run_parallel(
     pool is shut down before the block's exception propagates.
 
     Raises:
+        RunError: A worker process died (killed by a signal, by the system short of memory, say);
+            the build stops.
         Exception: Whatever a worker raised unexpectedly (the build stops).
     """
     jobs = max(1, min(jobs, _cpus(), -(-len(slots) // CHUNK)))  # more could only wait
@@ -284,7 +288,15 @@ def _drain(slots: Sequence[Slot], entry: tuple[int, Future[ChunkResult]]) -> Ite
     """The chunk's ``(slot, outcome)`` pairs; a segment of lines is the payload of its first slot (the
     others have none), pickled payloads are loaded as their slots come."""
     start, future = entry
-    result = future.result()
+    try:
+        result = future.result()
+    except BrokenProcessPool as exc:
+        if was_interrupted():  # the interrupt killed it: the build stops as interrupted
+            raise
+        raise RunError(
+            "a worker process died while it built rollouts (killed by a signal, or by the system"
+            " short of memory?); the build stopped and wrote nothing (with less memory, try fewer --jobs)"
+        ) from exc
     if isinstance(result.segment, SpooledPayloads):
         payloads = read_payloads(result.segment)
         for offset, done in enumerate(result.outcomes):
