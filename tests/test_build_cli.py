@@ -962,3 +962,25 @@ def test_an_output_that_is_a_loop_of_links_is_refused_and_the_links_kept(tmp_pat
     assert out.is_symlink() and sorted(p.name for p in tmp_path.iterdir()) == sorted(
         {out.name, other.name} if loop == "pair" else {out.name}
     )
+
+
+def test_a_file_no_reader_claims_by_its_name_says_how_to_read_it_and_read_so_is_not_warned_of(tmp_path):
+    """A rollouts file named ``rollouts`` (no suffix) is claimed by no reader, since the name comes
+    first: named on its own, the warning says ``--as`` reads it; read ``--as rollouts``, nothing
+    contradicts the choice, so there is no ``forced_kind_mismatch``, and it builds as the file would."""
+    named = tmp_path / "rollouts"
+    shutil.copy(RETAINED / "rollouts.jsonl", named)
+    result = run_cli("build", named, "-o", tmp_path / "out.jsonl")
+    assert (
+        f"{named}: warning[input_unclaimed]: no reader recognises this file (readers go by its name, then its "
+        "first record); skipped; --as KIND reads it as one kind\n"
+    ) in result.stderr
+    forced = run_cli("build", "--as", "rollouts", named, "-o", tmp_path / "out.jsonl")
+    assert forced.exit_code == 0, forced.stderr
+    assert "forced_kind_mismatch" not in forced.stderr and "input_unclaimed" not in forced.stderr
+    assert len(_records(tmp_path / "out.jsonl")) == 10  # its 11 lines, one corrupt
+    walked = run_cli("build", tmp_path, "-o", tmp_path / "out2.jsonl", "-v")  # found in a folder: no hint
+    assert (
+        "rollouts: info[input_unclaimed]: no reader recognises this file (readers go by its name, then its "
+        "first record); skipped\n" in walked.stderr
+    ), walked.stderr

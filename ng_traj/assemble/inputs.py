@@ -392,8 +392,8 @@ def _classify(
     found = claims(file, capture_folders)
     forced = entry.kind if entry is not None and entry.kind in forcible_kinds() else force_kind
     kinds = [forced] if forced else [claim.kind for claim in found]
-    if forced and forced not in [claim.kind for claim in found]:
-        looks = ", ".join(claim.description for claim in found) or "no known format"
+    if forced and found and forced not in [claim.kind for claim in found]:  # nothing claims it: nothing to contradict
+        looks = ", ".join(claim.description for claim in found)
         _report(sink, "forced_kind_mismatch", file, f"read as {forced} as asked, though it looks like {looks}", True)
     if not kinds:
         inputs.by_kind["unclaimed"] += 1
@@ -408,7 +408,8 @@ def _classify(
             message = f"{what} ({why}corrupt or truncated?); no reader can tell what it is; skipped"
             sink.add(Diagnostic("error", "input_unclaimed", message, path=str(file)))
         else:
-            _report(sink, "input_unclaimed", file, "no reader recognises this file; skipped", directly)
+            message = "no reader recognises this file (readers go by its name, then its first record); skipped"
+            _report(sink, "input_unclaimed", file, message + ("; --as KIND reads it as one kind" * directly), directly)
         return
     if len(kinds) > 1:
         inputs.by_kind["ambiguous"] += 1
