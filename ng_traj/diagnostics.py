@@ -132,7 +132,7 @@ BUILD_CODES: dict[str, str] = {
     "opencode_record_unowned": "OpenCode messages of a session the store does not hold; left out",
     "opencode_session_duplicate": "an OpenCode session in two inputs; the first (in path order) is used",
     "judge_record_skipped": "a judge_evaluations entry or judge_response that is not a Responses-API exchange",
-    "role_unmatched": "a --role naming a model server no model call of the build (or shown rollout) has; it labels nothing",
+    "role_unmatched": "a --role naming a model server no model call of the build (records evaluated, shown rollout) has; it labels nothing",
 }
 """Codes of ``ng-traj build`` (inputs, sources, assembly)."""
 
@@ -289,11 +289,11 @@ class Diagnostic:
 
     def render(self) -> str:
         """Render as ``path:line: severity[code] pointer: message``, on one line (control characters
-        escaped)."""
-        where = safe_text(self.path) if self.path else "-"
-        if self.line is not None:
-            where = f"{where}:{self.line}"
-        head = f"{where}: {self.severity}[{self.code}]"
+        escaped); a diagnostic about the run, not an input (no path), starts at ``severity``."""
+        head = f"{self.severity}[{self.code}]"
+        if self.path or self.line is not None:
+            where = safe_text(self.path) if self.path else "-"
+            head = f"{where}: {head}" if self.line is None else f"{where}:{self.line}: {head}"
         if self.pointer:
             head = f"{head} {self.pointer}"
         return printable(f"{head}: {self.message}")

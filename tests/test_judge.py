@@ -249,3 +249,20 @@ def test_a_role_naming_no_model_server_of_the_build_is_a_warning_with_the_close_
     messages = [d["message"] for d in far.diagnostics if d["code"] == "role_unmatched"]
     assert len(messages) == 2 and "did you mean" not in messages[0] and "did you mean 'policy_model'?" in messages[1]
     assert messages[0].endswith("nothing; the model servers seen are 'judge_model', 'policy_model'")
+
+
+def test_matrix_warns_of_a_role_naming_no_model_server_of_its_records_and_renders_it_without_a_path(tmp_path):
+    """As the build does: the matrix's records (built ones, or the build's raw inputs) are what the
+    --role map labels; the warning is about the run, so its text line starts at its severity."""
+    out = tmp_path / "x.jsonl"
+    assert run_cli("build", FIXTURES / "build" / "retained_run" / "input", "-o", out).exit_code == 0
+    for source in (out, FIXTURES / "build" / "retained_run" / "input"):
+        result = run_cli("matrix", source, "--role", "judge_modle=judge", "--role", "policy_model=policy")
+        assert result.exit_code == 0, result.stderr
+        assert (
+            "\nwarning[role_unmatched]: --role judge_modle=judge: no model call of these records is served by "
+            "'judge_modle', so the role labels nothing; did you mean 'judge_model'? the model servers seen are "
+            "'judge_model', 'policy_model'\n"
+        ) in "\n" + result.stderr, result.stderr
+        assert result.stderr.count("role_unmatched") == 1
+    assert "role_unmatched" not in run_cli("matrix", out, "--role", "judge_model=judge").stderr

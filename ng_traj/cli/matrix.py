@@ -118,10 +118,11 @@ def run(
     """Evaluate, render, and return the exit code."""
     from ng_traj.cli import matrix_render as render
     from ng_traj.contract.revisions import NO_RECORDS, revision_needed
+    from ng_traj.diagnostics import Diagnostic
     from ng_traj.matrix import tabulate
     from ng_traj.matrix_inputs import all_records
     from ng_traj.matrix_report import load_reference, report
-    from ng_traj.roles import parse_roles
+    from ng_traj.roles import ROLE_UNMATCHED, parse_roles, unmatched_roles
 
     if table_format not in FORMATS:
         raise RunError(f"--format {table_format!r}: choose from {', '.join(FORMATS)}")
@@ -138,11 +139,15 @@ def run(
     with reporter.feedback() as feedback:
         advance = feedback.step("evaluating records")
         records = all_records(inputs, reporter.sink, roles=roles, max_line_bytes=max_line_bytes)
-        newer = [0]
+        newer, servers = [0], set()
         groups = tabulate(
-            ((item.record, item.context) for item in _counted(records, advance, newer)), by, documented.concurrent
+            ((item.record, item.context) for item in _counted(records, advance, newer, servers)),
+            by,
+            documented.concurrent,
         )
         feedback.finish_steps()
+    for message in unmatched_roles(roles, servers, "these records"):
+        reporter.sink.add(Diagnostic("warning", ROLE_UNMATCHED, message))
     data = report(groups, by, documented if with_reference else None)
     if data["records"] or table_format in MACHINE_FORMATS:
         _write(data, table_format, render)
@@ -159,11 +164,17 @@ def run(
     return code
 
 
-def _counted(items: Iterable[MatrixRecord], advance: Callable[[], None], newer: list[int]) -> Iterator[MatrixRecord]:
-    """``items``, calling ``advance`` for each and counting in ``newer[0]`` those with 0.7.0 fields."""
+def _counted(
+    items: Iterable[MatrixRecord], advance: Callable[[], None], newer: list[int], servers: set[str]
+) -> Iterator[MatrixRecord]:
+    """``items``, calling ``advance`` for each, counting in ``newer[0]`` those with 0.7.0 fields and
+    adding to ``servers`` the model servers (``model_ref.name``) their model calls name."""
+    from ng_traj.roles import ref_name
+
     for item in items:
         advance()
         newer[0] += item.with_0_7_keys
+        servers.update(filter(None, (ref_name(call.response_metadata.model_ref) for call in item.record.model_calls)))
         yield item
 
 
