@@ -262,3 +262,18 @@ def test_a_capture_file_named_directly_keeps_its_text(tmp_path, monkeypatch):
         inputs = discover([named], DiagnosticSink())
         [(_, (found,))] = inputs.capture.items()
         assert found.capture == str(named)
+
+
+def test_a_slots_ids_are_one_string_each_shared_with_its_capture_files_and_its_tasks_other_rollouts(small_corpus):
+    """Held for every rollout until the build ends: the rollout id the capture file's name gave is
+    the row's identity's own string, and the rollouts of one task share their task id's."""
+    from ng_traj.assemble.pipeline import prepare
+
+    _, slots, _ = prepare([small_corpus], DiagnosticSink(lambda diagnostic: None), max_line_bytes=1 << 24)
+    captured = [slot for slot in slots if slot.capture and slot.path is not None]
+    assert captured and all(s.identity.rollout_id is f.rollout_id for s in captured for f in s.capture)
+    by_task: dict[str, set[int]] = {}
+    for slot in slots:
+        by_task.setdefault(slot.identity.task_id, set()).add(id(slot.identity.task_id))
+    assert all(len(ids) == 1 for ids in by_task.values())
+    assert len(by_task) < len(slots)  # some task has several rollouts, so the sharing is tested

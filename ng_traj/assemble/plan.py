@@ -121,13 +121,16 @@ class _Row:
     run_ids: tuple[str, ...] = ()
 
 
-def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_bytes: int) -> list[_Row]:
-    """Index the rollout rows of one file (a compressed file's text is kept to re-read them, ``io/spans.py``)."""
+def _scan(
+    file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_bytes: int, strings: dict[str, str]
+) -> list[_Row]:
+    """Index the rollout rows of one file (a compressed file's text is kept to re-read them, ``io/spans.py``);
+    ``strings``: one string object per id text, shared by the rows' identities (:func:`_index_row`)."""
     rows: list[_Row] = []
     task_inputs = 0
     with text_copy(file.path) as copy:
         for line in read_json_objects(file.path, sink, max_line_bytes=max_line_bytes, copy=copy):
-            task_inputs += _index_row(file, line, rows, sink, stats)
+            task_inputs += _index_row(file, line, rows, sink, stats, strings)
     if task_inputs:
         stats.task_input_rows += task_inputs
         sink.add(
@@ -143,10 +146,15 @@ def _scan(file: RolloutFile, sink: DiagnosticSink, stats: PlanStats, max_line_by
     return rows
 
 
-def _index_row(file: RolloutFile, line: JsonLine, rows: list[_Row], sink: DiagnosticSink, stats: PlanStats) -> int:
+def _index_row(
+    file: RolloutFile, line: JsonLine, rows: list[_Row], sink: DiagnosticSink, stats: PlanStats, strings: dict[str, str]
+) -> int:
     """Add the row of ``line`` to ``rows``; 1 when the line is a task input (not indexed), else 0. A
     line that is neither a rollout nor a task input is reported (``rollout_row_unrecognised``) and
-    skipped.
+    skipped. The row's task and rollout ids are taken from ``strings`` when an equal text is there
+    (the rollout id a capture file's name gave, the task of another row), else added: a task's
+    rollouts and a rollout's capture files then hold one string, not one each (about 90 bytes a
+    rollout the build holds until it ends).
 
     A row without identity is named by the file's name with any compression suffix dropped, so
     compressing a retained run changes no rollout id.
@@ -160,6 +168,12 @@ def _index_row(file: RolloutFile, line: JsonLine, rows: list[_Row], sink: Diagno
         sink.add(Diagnostic("warning", "rollout_row_unrecognised", message, **where))
         return 0
     ident = identity(line.value, logical_name(file.path.name), line.line)
+    task, rollout = (
+        strings.setdefault(ident.task_id, ident.task_id),
+        strings.setdefault(ident.rollout_id, ident.rollout_id),
+    )
+    if task is not ident.task_id or rollout is not ident.rollout_id:
+        ident = replace(ident, task_id=task, rollout_id=rollout)
     if not ident.derived:
         stats.rows_without_identity += 1
         sink.add(
@@ -185,7 +199,9 @@ def plan(
 ) -> tuple[list[Slot], PlanStats]:
     """Index every rollout row, capture artifact and native session unit; return slots in output order."""
     stats = PlanStats()
-    rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes)]
+    strings = {rollout: rollout for rollout, _ in inputs.capture}  # the capture files' rollout ids, to share
+    rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes, strings)]
+    del strings
     index = _row_index(rows, sink)
     index.labels = run_label_map(row.file.run for row in rows)
     _check_manifest_runs(manifest, {row.file.run for row in rows}, sink)
