@@ -115,7 +115,7 @@ def test_capture_files_name_the_input_each_was_found_under(tmp_path):
     (store / "0-3.capture.incomplete").write_text("")
     named_file = store / "0-1.capture.jsonl"  # named first: the store's first file, then the folder's others
     inputs = discover([named_file, tmp_path / "capture"], DiagnosticSink())
-    found = {key[0]: inputs.named_for(files) for key, stores in inputs.capture.items() for files in stores}
+    found = {key[0]: inputs.named_for(key[0], files) for key, stores in inputs.capture.items() for files in stores}
     assert found == {
         "0-0": str(tmp_path / "capture"),
         "0-1": str(named_file),
@@ -252,7 +252,7 @@ def test_a_capture_file_named_as_its_store_names_it_keeps_no_path_text(tmp_path,
     path = str(tmp_path / name)
     files_ = CaptureFiles.of(str(tmp_path), "0-0", path)
     assert files_.file == (path if kept is None else kept)
-    assert files_.capture == path
+    assert files_.capture("0-0") == path
 
 
 def test_a_capture_file_named_directly_keeps_its_text(tmp_path, monkeypatch):
@@ -260,20 +260,21 @@ def test_a_capture_file_named_directly_keeps_its_text(tmp_path, monkeypatch):
     (tmp_path / "0-0.capture.jsonl").write_text('{"model_call_id": "m", "dialect": "responses"}\n')
     for named in (Path("0-0.capture.jsonl"), tmp_path / "0-0.capture.jsonl"):
         inputs = discover([named], DiagnosticSink())
-        [(_, (found,))] = inputs.capture.items()
-        assert found.capture == str(named)
+        [((rollout, _), (found,))] = inputs.capture.items()
+        assert found.capture(rollout) == str(named)
 
 
-def test_a_slots_ids_are_one_string_each_shared_with_its_capture_files_and_its_tasks_other_rollouts(small_corpus):
-    """Held for every rollout until the build ends: the rollout id the capture file's name gave is
-    the row's identity's own string, and the rollouts of one task share their task id's."""
+def test_slots_share_one_string_per_task_id_and_one_capture_tuple_per_set_of_stores(small_corpus):
+    """Held for every rollout until the build ends: the rollouts of one task share their task id's
+    string, and the rollouts whose capture files are their stores' own share one tuple of entries."""
     from ng_traj.assemble.pipeline import prepare
 
     _, slots, _ = prepare([small_corpus], DiagnosticSink(lambda diagnostic: None), max_line_bytes=1 << 24)
-    captured = [slot for slot in slots if slot.capture and slot.path is not None]
-    assert captured and all(s.identity.rollout_id is f.rollout_id for s in captured for f in s.capture)
     by_task: dict[str, set[int]] = {}
     for slot in slots:
         by_task.setdefault(slot.identity.task_id, set()).add(id(slot.identity.task_id))
     assert all(len(ids) == 1 for ids in by_task.values())
     assert len(by_task) < len(slots)  # some task has several rollouts, so the sharing is tested
+    captured = [slot for slot in slots if slot.capture]
+    assert len(captured) > 2 and all(entry.file == "" for slot in captured for entry in slot.capture)
+    assert len({id(slot.capture) for slot in captured}) == len({slot.capture for slot in captured}) == 1

@@ -81,7 +81,7 @@ def test_tolerant_reader_keeps_indices_with_holes_and_skips_blank_lines(tmp_path
     ]
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     found = []
-    evidence = collect_capture([CaptureFiles(str(tmp_path), "4-2", str(path))], DiagnosticSink(found.append))
+    evidence = collect_capture("4-2", [CaptureFiles(str(tmp_path), str(path))], DiagnosticSink(found.append))
     assert [(call.record.call_index, call.record.response_id) for call in evidence.calls] == [(0, "r1"), (4, "r3")]
     assert evidence.calls[0].record.request == {"t": "héllo ☃"}
     assert evidence.invalid == 3
@@ -98,10 +98,10 @@ def test_tolerant_reader_keeps_indices_with_holes_and_skips_blank_lines(tmp_path
 def test_empty_file_missing_file_and_marker_gaps(tmp_path):
     empty = tmp_path / "0-0.capture.jsonl"
     empty.write_text("\n")
-    evidence = collect_capture([CaptureFiles(str(tmp_path), "0-0", str(empty))], DiagnosticSink())
+    evidence = collect_capture("0-0", [CaptureFiles(str(tmp_path), str(empty))], DiagnosticSink())
     assert capture_from_evidence(evidence).gaps == [{"code": "model_call_capture_no_records"}]
     assert capture_from_evidence(None).gaps == [{"code": "model_call_capture_no_records"}]
-    marker_only = collect_capture([CaptureFiles(str(tmp_path), "0-1", None, True)], DiagnosticSink())
+    marker_only = collect_capture("0-1", [CaptureFiles(str(tmp_path), None, True)], DiagnosticSink())
     assert capture_from_evidence(marker_only).gaps == [{"code": "model_call_capture_incomplete"}]
     assert capture_from_evidence(None, error=True).gaps == [{"code": "model_call_capture_unreadable"}]
 
@@ -112,8 +112,8 @@ def test_an_empty_capture_file_is_one_warning_and_keeps_the_gap(tmp_path):
     files = []
     for name, text in (("0-0", ""), ("0-1", "\n\n"), ("0-2", '{"model_call_id": "c", "request": {}}\n')):
         (tmp_path / f"{name}.capture.jsonl").write_text(text)
-        files.append(CaptureFiles(str(tmp_path), name, str(tmp_path / f"{name}.capture.jsonl")))
-    evidence = [collect_capture([entry], sink) for entry in files]
+        files.append((name, CaptureFiles(str(tmp_path), str(tmp_path / f"{name}.capture.jsonl"))))
+    evidence = [collect_capture(name, [entry], sink) for name, entry in files]
     assert [(d.severity, d.code, d.path, d.message) for d in found] == [
         ("warning", "empty_input", str(tmp_path / f"{name}.capture.jsonl"), "empty capture file: no call captured")
         for name in ("0-0", "0-1")
@@ -125,7 +125,7 @@ def test_an_empty_capture_file_is_one_warning_and_keeps_the_gap(tmp_path):
 def test_attachment_has_exact_keys_without_gaps_and_no_payloads(tmp_path):
     path = tmp_path / "0-0.capture.jsonl"
     path.write_text(json.dumps(_exchange(1, request={"big": 1}, latency_ms=5.0)) + "\n")
-    state = capture_from_evidence(collect_capture([CaptureFiles(str(tmp_path), "0-0", str(path))], DiagnosticSink()))
+    state = capture_from_evidence(collect_capture("0-0", [CaptureFiles(str(tmp_path), str(path))], DiagnosticSink()))
     attachment = capture_attachment("0-0", state)
     assert list(attachment) == ["rollout_id", "metrics", "calls"]
     assert "request" not in attachment["calls"][0] and attachment["calls"][0]["response_id"] == "r1"
@@ -139,7 +139,7 @@ def test_aggregation_sums_known_values_and_counts_calls(tmp_path):
         _exchange(3, status_code=500, error_category="upstream_error"),
     ]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
-    state = capture_from_evidence(collect_capture([CaptureFiles(str(tmp_path), "0-0", str(path))], DiagnosticSink()))
+    state = capture_from_evidence(collect_capture("0-0", [CaptureFiles(str(tmp_path), str(path))], DiagnosticSink()))
     assert aggregate(state) == {
         "tokens_in": 12,
         "tokens_out": 1,
@@ -169,10 +169,10 @@ def test_several_stores_union_order_and_collapse_identical_duplicates(tmp_path):
     (b / "0-0.capture.jsonl").write_text(json.dumps(_exchange(2, completed_at=4.0)) + "\n" + json.dumps(shared) + "\n")
     found = []
     files = [
-        CaptureFiles(str(b), "0-0", str(b / "0-0.capture.jsonl")),
-        CaptureFiles(str(a), "0-0", str(a / "0-0.capture.jsonl")),
+        CaptureFiles(str(b), str(b / "0-0.capture.jsonl")),
+        CaptureFiles(str(a), str(a / "0-0.capture.jsonl")),
     ]
-    evidence = collect_capture(files, DiagnosticSink(found.append))
+    evidence = collect_capture("0-0", files, DiagnosticSink(found.append))
     assert [(c.record.model_call_id[-1], c.store[-1], c.record.call_index) for c in evidence.calls] == [
         ("1", "a", 0),
         ("2", "b", 0),
@@ -187,7 +187,7 @@ def test_lines_without_any_capture_key_are_invalid_records(tmp_path):
     lines = [{"foo": 1}, trajectory, _exchange(1), {"response": None}]
     path.write_text("".join(json.dumps(line) + "\n" for line in lines))
     found = []
-    evidence = collect_capture([CaptureFiles(str(tmp_path), "9-0", str(path))], DiagnosticSink(found.append))
+    evidence = collect_capture("9-0", [CaptureFiles(str(tmp_path), str(path))], DiagnosticSink(found.append))
     assert [(call.record.call_index, call.record.response_id) for call in evidence.calls] == [(2, "r1"), (3, None)]
     assert evidence.invalid == 2
     assert [(d.path, d.line, d.code) for d in found] == [
@@ -202,7 +202,7 @@ def test_rollout_rows_are_no_capture_lines(tmp_path):
     row = {"_ng_task_index": 0, "_ng_rollout_index": 0, "reward": 1.0, "response": {"id": "resp_1", "output": []}}
     path.write_text(json.dumps(row) + "\n" + json.dumps({**row, "_ng_task_index": 1}) + "\n")
     found = []
-    evidence = collect_capture([CaptureFiles(str(tmp_path), "rollouts", str(path))], DiagnosticSink(found.append))
+    evidence = collect_capture("rollouts", [CaptureFiles(str(tmp_path), str(path))], DiagnosticSink(found.append))
     assert evidence.calls == [] and evidence.invalid == 2
     assert [(d.line, d.code, d.severity) for d in found] == [
         (1, "capture_record_invalid", "error"),
@@ -219,7 +219,7 @@ def test_a_capture_line_with_only_a_response_is_still_read(tmp_path):
     path = tmp_path / "9-0.capture.jsonl"
     path.write_text(json.dumps({"response": {"id": "r1", "output": []}}) + "\n")
     found = []
-    evidence = collect_capture([CaptureFiles(str(tmp_path), "9-0", str(path))], DiagnosticSink(found.append))
+    evidence = collect_capture("9-0", [CaptureFiles(str(tmp_path), str(path))], DiagnosticSink(found.append))
     assert [call.record.response_id for call in evidence.calls] == ["r1"] and found == []
 
 

@@ -115,7 +115,7 @@ class CaptureIds:
         self._built = True
         for rollout, stores in self._stores():
             for files in stores:
-                for response in _responses(files.capture) if files.capture else ():
+                for response in _responses(capture) if (capture := files.capture(rollout)) else ():
                     if isinstance(response.get("id"), str):
                         self.by_response.setdefault(response["id"], set()).add(rollout)
                     calls, _ = tool_calls_and_reasoning(response)

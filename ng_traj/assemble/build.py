@@ -210,7 +210,11 @@ def no_result_reason(row: dict[str, Any] | None) -> str | None:
 def _capture(slot: Slot, row: dict[str, Any] | None, options: BuildOptions, sink: DiagnosticSink) -> CaptureState:
     if options.capture_enabled and (row is None or slot.identity.derived):
         try:
-            evidence = collect_capture(slot.capture, sink, options.max_line_bytes) if slot.capture else None
+            evidence = (
+                collect_capture(slot.identity.rollout_id, slot.capture, sink, options.max_line_bytes)
+                if slot.capture
+                else None
+            )
         except OSError:
             return capture_from_evidence(None, error=True)
         reason = no_result_reason(row)

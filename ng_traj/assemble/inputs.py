@@ -84,6 +84,8 @@ class Inputs:
     """``(capture file, rollout id its name names, manifest entry)`` of each capture file the manifest
     gives another rollout than its name names (planning checks that rollout's other capture files for
     the same calls); empty without a manifest."""
+    capture_entries: dict[CaptureFiles, CaptureFiles] = field(default_factory=dict)
+    """One object per distinct entry (a store's own capture file: one for all its rollouts)."""
     rollout_ids: dict[str, str] = field(default_factory=dict)
     """One string per capture rollout id while discovering (however many stores hold a file of it);
     emptied at its end. Not ``sys.intern``: the interpreter's table of interned strings keeps the size
@@ -100,15 +102,15 @@ class Inputs:
             self.native,
             self.native_named,
             self.reattributed,
+            self.capture_entries,
         ):
             index.clear()
 
-    def named_for(self, files: CaptureFiles) -> str:
-        """The named input a store's capture artifacts for one rollout were found under."""
-        if files.capture:
-            return self.capture_named.get(files.capture) or self.store_named[files.store]
-        marker = str(Path(files.store) / f"{files.rollout_id}{INCOMPLETE_SUFFIX}")
-        return self.capture_named.get(marker, files.store)
+    def named_for(self, rollout_id: str, files: CaptureFiles) -> str:
+        """The named input a store's capture artifacts for rollout ``rollout_id`` were found under."""
+        if capture := files.capture(rollout_id):
+            return self.capture_named.get(capture) or self.store_named[files.store]
+        return self.capture_named.get(files.marker(rollout_id), files.store)
 
     def add_capture(self, path: Path, key: CaptureKey, named: str) -> None:
         """Index the capture file or marker ``path`` under ``key``, found under the named input ``named``.
@@ -124,17 +126,18 @@ class Inputs:
         stores = self.capture.get(slot, ())
         marker = path.name.endswith(INCOMPLETE_SUFFIX)
         place = next(
-            (index for index, files in enumerate(stores) if files.store == store and (marker or files.capture is None)),
+            (index for index, files in enumerate(stores) if files.store == store and (marker or files.file is None)),
             len(stores),
         )
-        current = stores[place] if place < len(stores) else CaptureFiles(store, key.rollout_id)
+        current = stores[place] if place < len(stores) else CaptureFiles(store)
         if marker:
-            current = CaptureFiles(store, key.rollout_id, current.file, True)
+            current = CaptureFiles(store, current.file, True)
             self.capture_named[str(path)] = named
         else:
             current = CaptureFiles.of(store, key.rollout_id, str(path), current.incomplete)
             if self.store_named.setdefault(store, named) != named:  # most files share their store's
                 self.capture_named[str(path)] = named
+        current = self.capture_entries.setdefault(current, current)  # one object per equal entry
         self.capture[slot] = (*stores[:place], current, *stores[place + 1 :])
 
 

@@ -34,7 +34,7 @@ from ng_traj.io.compression import logical_name
 from ng_traj.io.files import forget_regular, open_regular, path_order
 from ng_traj.io.lines import JsonLine, quiet_objects, read_json_objects
 from ng_traj.io.spans import text_copy
-from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles
+from ng_traj.sources.capture.store import CaptureFiles
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import NativeUnit, index_units, load_unit
 from ng_traj.sources.rollouts.rows import (
@@ -152,9 +152,8 @@ def _index_row(
     """Add the row of ``line`` to ``rows``; 1 when the line is a task input (not indexed), else 0. A
     line that is neither a rollout nor a task input is reported (``rollout_row_unrecognised``) and
     skipped. The row's task and rollout ids are taken from ``strings`` when an equal text is there
-    (the rollout id a capture file's name gave, the task of another row), else added: a task's
-    rollouts and a rollout's capture files then hold one string, not one each (about 90 bytes a
-    rollout the build holds until it ends).
+    (another row's), else added: the rollouts of a task (and the rows of one rollout id in several
+    runs) then hold one string, not one each (about 40 bytes a rollout, held until the build ends).
 
     A row without identity is named by the file's name with any compression suffix dropped, so
     compressing a retained run changes no rollout id.
@@ -199,7 +198,7 @@ def plan(
 ) -> tuple[list[Slot], PlanStats]:
     """Index every rollout row, capture artifact and native session unit; return slots in output order."""
     stats = PlanStats()
-    strings = {rollout: rollout for rollout, _ in inputs.capture}  # the capture files' rollout ids, to share
+    strings: dict[str, str] = {}  # one string per task id and rollout id of the rows
     rows = [row for file in inputs.rollout_files for row in _scan(file, sink, stats, max_line_bytes, strings)]
     del strings
     index = _row_index(rows, sink)
@@ -207,8 +206,10 @@ def plan(
     _check_manifest_runs(manifest, {row.file.run for row in rows}, sink)
     attached: dict[RowKey, tuple[CaptureFiles, ...]] = {}  # the slot's own tuple (most rows have one entry)
     orphans: dict[str, tuple[list[CaptureFiles], list[str]]] = {}
+    sets: dict[tuple[CaptureFiles, ...], tuple[CaptureFiles, ...]] = {}  # one tuple per distinct set of entries
     for (rollout, manifest_run), stores in inputs.capture.items():
         files = tuple(sorted(stores, key=lambda found: found.store))
+        files = sets.setdefault(files, files)
         known = index.runs_by_id.get(rollout, ())
         runs = manifest_runs([manifest_run] if manifest_run else [], known, index.labels)
         if len(runs) == 1 and (rollout, next(iter(runs))) not in index.repeated:
@@ -241,7 +242,8 @@ def plan(
         key = (row.identity.rollout_id, row.file.run)
         capture = attached.get(key, ()) if row.identity.derived else ()
         units = native.get(("row", *key), ())
-        named = tuple(sorted({row.file.named, *(inputs.named_for(f) for f in capture), *_unit_named(inputs, units)}))
+        named = (row.file.named, *(inputs.named_for(key[0], f) for f in capture), *_unit_named(inputs, units))
+        named = tuple(sorted(set(named)))
         named = shared.setdefault(named, named)
         location = (str(row.file.path), row.line, row.offset, row.size)
         label = index.labels.get(row.file.run, row.file.run)
@@ -343,9 +345,9 @@ def _check_shared_calls(
     kept_by_id: dict[str, list[str]] = {}
     for key, files in attached.items():  # once, not once per file the manifest gives away
         if key[0] in named_ids:
-            kept_by_id.setdefault(key[0], []).extend(f.capture for f in files if f.capture)
+            kept_by_id.setdefault(key[0], []).extend(c for f in files if (c := f.capture(key[0])))
     for path, named, entry in reattributed:
-        kept = kept_by_id.get(named, []) + [f.capture for f in orphans.get(named, ([], []))[0] if f.capture]
+        kept = kept_by_id.get(named, []) + [c for f in orphans.get(named, ([], []))[0] if (c := f.capture(named))]
         if not kept:
             continue
         mine = _call_ids(path)
@@ -482,7 +484,7 @@ def _orphan(
     stats: PlanStats,
     sink: DiagnosticSink,
 ) -> Slot:
-    names = [f.capture or str(Path(f.store) / f"{rollout}{INCOMPLETE_SUFFIX}") for f in files]
+    names = [f.capture(rollout) or f.marker(rollout) for f in files]
     if runs:
         stats.ambiguous_captures.extend(names)
         repeated = len(set(runs)) == 1
@@ -495,6 +497,6 @@ def _orphan(
         stats.orphan_captures.extend(names)
         detail = "capture:" + ",".join(sorted(name.rsplit("/", 1)[-1] for name in names))
         gap = ObservationGap(code="rollout_record_unavailable", detail=detail)
-    named = tuple(sorted({*(inputs.named_for(f) for f in files), *_unit_named(inputs, units)}))
+    named = tuple(sorted({*(inputs.named_for(rollout, f) for f in files), *_unit_named(inputs, units)}))
     identity_ = Identity(task_from_rollout_id(rollout), rollout)
     return Slot(identity_, None, None, 0, 0, 0, tuple(files), (gap,), named, tuple(units))

@@ -57,9 +57,14 @@ def capture_rollout_id(name: str) -> str | None:
 class CaptureFiles:
     """What one store holds for one rollout id: its capture file and/or its incomplete marker.
 
+    The rollout id is not held: it is the id of the trajectory the entry belongs to (the key of its
+    index while planning, the slot's rollout id after), which every method is given. So the entries
+    of a store's own ``<rollout_id>.capture.jsonl`` files are one equal value for every rollout,
+    and planning keeps one object (and one tuple per set of stores) for them all instead of one per
+    rollout (about 180 bytes a rollout, held until the build ends).
+
     Attributes:
         store: The store's folder, as text (one string per store).
-        rollout_id: The rollout id the files are of.
         file: The capture file's path as text, ``None`` without one; ``""`` when it is the store's own
             ``<store>/<rollout_id>.capture.jsonl`` (:meth:`of` decides), so that a build holds no
             path text per capture file (about 100 bytes each, two or three per rollout).
@@ -67,21 +72,23 @@ class CaptureFiles:
     """
 
     store: str
-    rollout_id: str
     file: str | None = None
     incomplete: bool = False
 
     @classmethod
     def of(cls, store: str, rollout_id: str, path: str | None, incomplete: bool = False) -> CaptureFiles:
         """The entry for ``path`` (the capture file's text, byte for byte), kept as ``""`` when it is
-        exactly the store's own name for the rollout (see :attr:`capture`)."""
+        exactly the store's own name for the rollout (see :meth:`capture`)."""
         own = path is not None and path == f"{store}/{rollout_id}{CAPTURE_SUFFIX}"
-        return cls(store, rollout_id, "" if own else path, incomplete)
+        return cls(store, "" if own else path, incomplete)
 
-    @property
-    def capture(self) -> str | None:
+    def capture(self, rollout_id: str) -> str | None:
         """The capture file's path as text (as discovery found it), or ``None`` when the store has none."""
-        return f"{self.store}/{self.rollout_id}{CAPTURE_SUFFIX}" if self.file == "" else self.file
+        return f"{self.store}/{rollout_id}{CAPTURE_SUFFIX}" if self.file == "" else self.file
+
+    def marker(self, rollout_id: str) -> str:
+        """The path, as text, of the store's ``.capture.incomplete`` marker for ``rollout_id``."""
+        return str(Path(self.store) / f"{rollout_id}{INCOMPLETE_SUFFIX}")
 
 
 @dataclass(slots=True)
@@ -179,9 +186,9 @@ def _record(exchange: dict[str, Any], index: int) -> ModelCallRecord:
 
 
 def collect_capture(
-    files: Iterable[CaptureFiles], sink: DiagnosticSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
+    rollout_id: str, files: Iterable[CaptureFiles], sink: DiagnosticSink, max_line_bytes: int = DEFAULT_MAX_LINE_BYTES
 ) -> CaptureEvidence:
-    """Union the capture evidence of one rollout id over several stores.
+    """Union the capture evidence of rollout ``rollout_id`` over several stores (``files``: its entry in each).
 
     Raises:
         OSError: A capture file could not be read (reported already; the rollout gets the
@@ -192,11 +199,12 @@ def collect_capture(
     for entry in sorted(files, key=lambda f: f.store):
         evidence.incomplete = evidence.incomplete or entry.incomplete
         if entry.incomplete:
-            evidence.files.append(str(Path(entry.store) / f"{entry.rollout_id}{INCOMPLETE_SUFFIX}"))
-        if entry.capture is None:
+            evidence.files.append(entry.marker(rollout_id))
+        capture = entry.capture(rollout_id)
+        if capture is None:
             continue
-        evidence.files.append(entry.capture)
-        calls, invalid = read_capture_file(entry.capture, entry.store, sink, max_line_bytes)
+        evidence.files.append(capture)
+        calls, invalid = read_capture_file(capture, entry.store, sink, max_line_bytes)
         evidence.invalid += invalid
         per_store.append(calls)
     merged = [call for calls in per_store for call in calls]
