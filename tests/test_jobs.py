@@ -466,3 +466,19 @@ def test_a_worker_killed_midway_stops_the_build_with_an_error_that_says_so_and_w
     assert "error: a worker process died while it built rollouts (killed by a signal" in result.stderr
     assert "internal error" not in result.stderr and "Traceback" not in result.stderr, result.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # no output, no temporary left
+
+
+def test_a_pool_broken_when_a_chunk_is_submitted_is_the_same_error_as_when_a_result_is_taken():
+    """The pool tells of a dead worker to whichever call comes next: a ``submit`` as well as a
+    ``result`` (one in nine times, when a worker was killed as the build ran)."""
+    from concurrent.futures.process import BrokenProcessPool
+
+    from ng_traj.diagnostics import RunError
+
+    class BrokenPool:
+        def submit(self, *args):
+            raise BrokenProcessPool("A child process terminated abruptly")
+
+    slots = [object()] * (workers.CHUNK + 1)
+    with pytest.raises(RunError, match=r"^a worker process died while it built rollouts \(killed by a signal"):
+        next(workers._results(BrokenPool(), slots, 2))  # type: ignore[arg-type]

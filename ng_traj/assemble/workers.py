@@ -270,26 +270,23 @@ def _results(
     pool: ProcessPoolExecutor, slots: Sequence[Slot], jobs: int, inherited: bool = False
 ) -> Iterator[tuple[Slot, Outcome]]:
     """``(slot, outcome)`` in slot order; ``inherited``: the workers hold ``slots`` (forked with them),
-    so each task names its chunk by position instead of carrying its slots pickled."""
+    so each task names its chunk by position instead of carrying its slots pickled.
+
+    Raises:
+        RunError: A worker process died; the pool says so to the next ``submit`` or ``result``.
+    """
     pending: deque[tuple[int, Future[ChunkResult]]] = deque()
-    for start in range(0, len(slots), CHUNK):
-        stop = min(start + CHUNK, len(slots))
-        chunk = stop if inherited else slots[start:stop]
-        with deferred_interrupts():  # submit forks the workers, then starts the thread that stops them
-            future = pool.submit(_build_chunk, start, chunk)
-        pending.append((start, future))
-        if len(pending) >= jobs * WINDOW:
-            yield from _drain(slots, pending.popleft())
-    while pending:
-        yield from _drain(slots, pending.popleft())
-
-
-def _drain(slots: Sequence[Slot], entry: tuple[int, Future[ChunkResult]]) -> Iterator[tuple[Slot, Outcome]]:
-    """The chunk's ``(slot, outcome)`` pairs; a segment of lines is the payload of its first slot (the
-    others have none), pickled payloads are loaded as their slots come."""
-    start, future = entry
     try:
-        result = future.result()
+        for start in range(0, len(slots), CHUNK):
+            stop = min(start + CHUNK, len(slots))
+            chunk = stop if inherited else slots[start:stop]
+            with deferred_interrupts():  # submit forks the workers, then starts the thread that stops them
+                future = pool.submit(_build_chunk, start, chunk)
+            pending.append((start, future))
+            if len(pending) >= jobs * WINDOW:
+                yield from _drain(slots, pending.popleft())
+        while pending:
+            yield from _drain(slots, pending.popleft())
     except BrokenProcessPool as exc:
         if was_interrupted():  # the interrupt killed it: the build stops as interrupted
             raise
@@ -297,6 +294,13 @@ def _drain(slots: Sequence[Slot], entry: tuple[int, Future[ChunkResult]]) -> Ite
             "a worker process died while it built rollouts (killed by a signal, or by the system"
             " short of memory?); the build stopped and wrote nothing (with less memory, try fewer --jobs)"
         ) from exc
+
+
+def _drain(slots: Sequence[Slot], entry: tuple[int, Future[ChunkResult]]) -> Iterator[tuple[Slot, Outcome]]:
+    """The chunk's ``(slot, outcome)`` pairs; a segment of lines is the payload of its first slot (the
+    others have none), pickled payloads are loaded as their slots come."""
+    start, future = entry
+    result = future.result()
     if isinstance(result.segment, SpooledPayloads):
         payloads = read_payloads(result.segment)
         for offset, done in enumerate(result.outcomes):
