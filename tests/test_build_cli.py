@@ -975,6 +975,8 @@ def test_a_file_no_reader_claims_by_its_name_says_how_to_read_it_and_read_so_is_
         f"{named}: warning[input_unclaimed]: no reader recognises this file (readers go by its name, then its "
         "first record); skipped; --as KIND reads it as one kind\n"
     ) in result.stderr
+    matrix = run_cli("matrix", named)  # a command without --as does not offer it
+    assert "no reader recognises this file" in matrix.stderr and "--as" not in matrix.stderr, matrix.stderr
     forced = run_cli("build", "--as", "rollouts", named, "-o", tmp_path / "out.jsonl")
     assert forced.exit_code == 0, forced.stderr
     assert "forced_kind_mismatch" not in forced.stderr and "input_unclaimed" not in forced.stderr

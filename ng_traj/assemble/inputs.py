@@ -174,10 +174,12 @@ def discover(
     force_kind: str | None = None,
     manifest: list[ManifestEntry] = (),  # type: ignore[assignment]
     exclude: Path | None = None,
+    offer_as: bool = False,
 ) -> Inputs:
     """Classify every file under ``paths`` (and the manifest's paths), except ``exclude`` and, found
     under a named folder, the ``--manifest`` file itself (the file its entries were read from: not an
-    artifact, so not reported as one no reader recognises).
+    artifact, so not reported as one no reader recognises). ``offer_as``: the command has ``--as``,
+    so the warning of a named file no reader claims says it reads one.
 
     Raises:
         RunError: A named path cannot be read (``io.files.check_inputs``: missing, a loop of symbolic
@@ -222,7 +224,7 @@ def discover(
                 continue
             entry = (attributed.get(resolved(file)) or named_entry) if attributed else None
             mode = link.st_mode if link is not None and not stat.S_ISLNK(link.st_mode) else None
-            _classify(inputs, file, named_text, directly, force_kind, entry, sink, mode, capture_folders)
+            _classify(inputs, file, named_text, directly, force_kind, entry, sink, mode, capture_folders, offer_as)
     inputs.rollout_ids.clear()
     inputs.rollout_files.sort(key=lambda f: str(f.path))
     if held is not None:
@@ -378,6 +380,7 @@ def _classify(
     sink: DiagnosticSink,
     mode: int | None = None,
     capture_folders: dict[str, list[Claim]] | None = None,
+    offer_as: bool = False,
 ) -> None:
     """Claim ``file`` for one reader and index it in ``inputs`` (or report why not); ``mode`` is its
     ``st_mode`` when the caller has it (saves a ``stat``); ``capture_folders`` as for ``detect.claims``."""
@@ -412,7 +415,13 @@ def _classify(
             sink.add(Diagnostic("error", "input_unclaimed", message, path=str(file)))
         else:
             message = "no reader recognises this file (readers go by its name, then its first record); skipped"
-            _report(sink, "input_unclaimed", file, message + ("; --as KIND reads it as one kind" * directly), directly)
+            _report(
+                sink,
+                "input_unclaimed",
+                file,
+                message + ("; --as KIND reads it as one kind" * (directly and offer_as)),
+                directly,
+            )
         return
     if len(kinds) > 1:
         inputs.by_kind["ambiguous"] += 1

@@ -70,11 +70,13 @@ def prepare(
     max_line_bytes: int,
     exclude: Path | None = None,
     discovered: Callable[[], None] | None = None,
+    offer_as: bool = False,
 ) -> tuple[Inputs, list[Slot], PlanStats]:
     """Discover and plan: the slots to build, in output order.
 
     Args:
         exclude: The output file: never read as an input, even inside a named folder.
+        offer_as: The command has ``--as`` (``inputs.discover``).
         discovered: Called once the inputs are discovered (the output refused if it is one of them),
             before planning reads them.
 
@@ -82,7 +84,7 @@ def prepare(
         RunError: A named input cannot be read (``io.files.check_inputs``).
     """
     with resolved_folders():  # the inputs are taken not to change while they are discovered and planned
-        inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest, exclude=exclude)
+        inputs = discover(paths, sink, force_kind=force_kind, manifest=manifest, exclude=exclude, offer_as=offer_as)
         if discovered is not None:
             discovered()
         slots, stats = plan(inputs, sink, max_line_bytes=max_line_bytes, manifest=manifest)

@@ -208,6 +208,7 @@ def _build(
             max_line_bytes=request.max_line_bytes,
             exclude=exclude,
             discovered=probe if pending else None,
+            offer_as=True,
         )
         feedback.finish_steps()
         options = BuildOptions(
