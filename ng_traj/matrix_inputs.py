@@ -18,6 +18,7 @@ and rows without a trajectory are reported and skipped; records are streamed, on
 
 from __future__ import annotations
 
+import errno
 import tempfile
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -29,6 +30,7 @@ from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.contract.revisions import keys_0_7
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.files import check_regular
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.io.spans import text_copies
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
@@ -63,7 +65,8 @@ class MatrixInputs:
     """Files of a named folder that ng-traj's export or report wrote there, with their description:
     skipped (one info each), not built as raw inputs named one by one (a warning each)."""
     unreadable: list[OSError] = field(default_factory=list)
-    """Folders under a named folder not handed to the build whole that could not be listed."""
+    """Folders under a named folder not handed to the build whole that could not be listed, and files
+    there that could not be opened."""
 
 
 def _kind(file: Path) -> str:
@@ -76,6 +79,16 @@ def _kind(file: Path) -> str:
     return "rows" if is_rollout_row(first) and isinstance(first.get("ng_trajectory"), dict) else "raw"
 
 
+def _unopenable(file: Path) -> OSError | None:
+    """Why ``file`` cannot be opened for reading, else ``None`` (also for a pipe or device, which
+    the build reports as not a regular file)."""
+    try:
+        check_regular(file)
+    except OSError as exc:
+        return None if exc.errno == errno.EINVAL else exc
+    return None
+
+
 def classify(paths: list[Path]) -> MatrixInputs:
     """Sort the files under ``paths`` into record files and raw inputs.
 
@@ -84,7 +97,8 @@ def classify(paths: list[Path]) -> MatrixInputs:
     same run attaches to its rows (re-projecting a collector row is idempotent) instead of giving
     capture-only trajectories. A named folder all of whose files are built is passed to the build
     whole, so that the build reports its files as for ``ng-traj build FOLDER``; for any other, a
-    folder under it that cannot be listed is in :attr:`MatrixInputs.unreadable`. The named paths
+    folder under it that cannot be listed, or a file there the build would be given that cannot be
+    opened, is in :attr:`MatrixInputs.unreadable`. The named paths
     were checked (``io.files.check_inputs``) before anything else looked at them.
     """
     kinds: dict[Path, list[tuple[Path, str]]] = {}
@@ -105,6 +119,8 @@ def classify(paths: list[Path]) -> MatrixInputs:
                 own = own_output(file) if kind in built and file != named else None
                 if own is not None:
                     inputs.own.append((file, own))
+                elif kind in built and (problem := _unopenable(file)) is not None:
+                    inputs.unreadable.append(problem)  # named to the build on its own, it would stop the run
                 elif kind in built:
                     inputs.raw.append(file)
         elif files:  # the build reports what it skips in the folder (ng-traj's own outputs as info)

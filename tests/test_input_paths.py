@@ -132,11 +132,18 @@ def test_build_checks_its_inputs_before_it_reads_the_manifest(folder):
     assert (result.exit_code, result.stderr) == (2, f"error: cannot read input gone: {MISSING}\n")
 
 
-def test_a_folder_that_cannot_be_listed_under_a_named_one_is_reported_by_every_command_that_walks(folder):
+@pytest.mark.parametrize("locked", ["locked", "locked.jsonl"])
+def test_a_folder_or_file_that_cannot_be_read_under_a_named_one_is_reported_by_every_command_that_walks(folder, locked):
+    """A folder that cannot be listed, or a file that cannot be opened (which ``matrix`` would have
+    handed to its build on its own, stopping the run as a named input it cannot read)."""
     prefix = _without_permission_overrides()
-    (folder / "run" / "locked").mkdir(parents=True)
+    (folder / "run").mkdir()
     shutil.copy(TRAJECTORIES, folder / "run" / "ok.jsonl")
-    shutil.copy(TRAJECTORIES, folder / "run" / "locked" / "inside.jsonl")
+    if locked == "locked":
+        (folder / "run" / "locked").mkdir()
+        shutil.copy(TRAJECTORIES, folder / "run" / "locked" / "inside.jsonl")
+    else:
+        shutil.copy(TRAJECTORIES, folder / "run" / "locked.jsonl")
     commands = [
         ["validate", "run"],
         ["matrix", "run"],
@@ -144,7 +151,7 @@ def test_a_folder_that_cannot_be_listed_under_a_named_one_is_reported_by_every_c
         ["report", "run", "-o", "r.html"],
         ["export", "run", "-f", "atif", "-o", "e"],
     ]
-    os.chmod(folder / "run" / "locked", 0)
+    os.chmod(folder / "run" / locked, 0)
     try:
         child = subprocess.run(
             [*prefix, sys.executable, "-c", CHILD, json.dumps(commands)],
@@ -154,10 +161,10 @@ def test_a_folder_that_cannot_be_listed_under_a_named_one_is_reported_by_every_c
             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
         )
     finally:
-        os.chmod(folder / "run" / "locked", 0o755)
+        os.chmod(folder / "run" / locked, 0o755)
     assert child.returncode == 0, child.stderr
     for args, (code, stderr) in zip(commands, json.loads(child.stdout), strict=True):
-        assert "run/locked: error[unreadable_file]: Permission denied\n" in stderr, (args, stderr)
+        assert f"run/{locked}: error[unreadable_file]: Permission denied\n" in stderr, (args, stderr)
         assert stderr.count("unreadable_file") == 1 and "Traceback" not in stderr, (args, stderr)
         assert code in (0, 1), (args, code, stderr)
 
