@@ -69,8 +69,8 @@ def test_discovery_keeps_every_capture_file_of_one_store_given_to_one_rollout(tm
     manifest.write_text("rollout_id,path\n0-0,store/0-1.capture.jsonl\n")
     sink = DiagnosticSink()
     inputs = discover([store], sink, manifest=read_manifest(manifest, sink))
-    (files,) = inputs.capture.values()
-    assert sorted(f.capture for f in files) == [str(store / "0-0.capture.jsonl"), str(store / "0-1.capture.jsonl")]
+    [((rollout, _), files)] = inputs.capture.items()
+    assert sorted(f.capture(rollout) for f in files) == [str(store / "0-0.capture.jsonl"), str(store / "0-1.capture.jsonl")]
     assert [f.incomplete for f in files].count(True) == 1
     assert [(path, named) for path, named, _ in inputs.reattributed] == [(str(store / "0-1.capture.jsonl"), "0-1")]
 
