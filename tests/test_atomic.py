@@ -245,3 +245,31 @@ def test_an_output_that_replaces_a_file_or_a_dataset_keeps_its_permissions(tmp_p
     with atomic_directory(fresh) as folder:
         (folder / "part").write_text("x")
     assert (fresh.stat().st_mode & 0o777) == 0o755
+
+
+@pytest.mark.parametrize("failing", [1, 2])
+def test_a_folder_swap_that_fails_leaves_the_previous_folder_in_place_and_no_hidden_folder(
+    tmp_path, monkeypatch, failing
+):
+    """The previous folder is renamed away, then the new one into place; either rename failing (the
+    folder's permissions changed while the run wrote, a full disk's metadata) leaves the previous
+    folder where it was, and neither the temporary nor the ``.NAME.old-*`` folder behind."""
+    target = tmp_path / "ds"
+    target.mkdir()
+    (target / "kept").write_text("previous")
+    real, calls = os.replace, []
+
+    def replace(source, destination):
+        calls.append(source)
+        if len(calls) == failing:
+            raise PermissionError(errno.EACCES, "Permission denied", str(source))
+        return real(source, destination)
+
+    monkeypatch.setattr(os, "replace", replace)
+    with (
+        pytest.raises(RunError, match=f"^cannot write output {re.escape(str(target))}: "),
+        atomic_directory(target) as folder,
+    ):
+        (folder / "new").write_text("new")
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ds"]
+    assert [path.name for path in target.iterdir()] == ["kept"]

@@ -189,3 +189,38 @@ def test_validate_of_a_folder_holding_a_file_it_cannot_read_says_that_alone(fold
     assert code == 1
     assert stderr.splitlines()[0] == "run/locked.jsonl: error[unreadable_file]: Permission denied"
     assert "nothing was validated" not in stderr and "holds no trajectory" not in stderr, stderr
+
+
+def test_an_output_folder_it_may_not_write_is_one_error_and_leaves_it_and_nothing_else(folder):
+    """A folder output (an export, a Parquet dataset) replaces the folder whole, by renaming it away,
+    which needs write permission on it: without it the run says so before it writes (before, the
+    rename failed at the end: an internal error, and a hidden ``.NAME.old-*`` folder left)."""
+    prefix = _without_permission_overrides()
+    commands = [
+        ["export", str(TRAJECTORIES), "-f", "otlp", "--split", "-o", "traces"],
+        ["build", str(FIXTURES / "build" / "retained_run" / "input"), "-o", "out.parquet"],
+    ]
+    for args in commands:
+        assert run_cli(*args).exit_code in (0, 1, 3), args
+    before = {path: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+    for name in ("traces", "out.parquet"):
+        os.chmod(folder / name, 0o555)
+    try:
+        child = subprocess.run(
+            [*prefix, sys.executable, "-c", CHILD, json.dumps(commands)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    finally:
+        for name in ("traces", "out.parquet"):
+            os.chmod(folder / name, 0o755)
+    assert child.returncode == 0, child.stderr
+    for (code, stderr), name in zip(json.loads(child.stdout), ("traces", "out.parquet"), strict=True):
+        assert code == 2, stderr
+        assert stderr.endswith(
+            f"error: cannot write output {name}: permission denied (the folder is replaced whole, by renaming it, "
+            "which needs write permission on it)\n"
+        ), stderr
+    assert {path: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()} == before

@@ -381,6 +381,9 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
             os.close(held)
 
 
+_REPLACED_WHOLE = "permission denied (the folder is replaced whole, by renaming it, which needs write permission on it)"
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``path`` when the block completes.
@@ -390,8 +393,8 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
     run for minutes); what it raises leaves ``path`` as it was.
 
     Raises:
-        RunError: The parent folder is missing, ``path`` is a file, or the disk is full
-            (:data:`WRITE_ERRNOS`).
+        RunError: The parent folder is missing, ``path`` is a file, an existing folder there may
+            not be written (renaming it away needs that), or the disk is full (:data:`WRITE_ERRNOS`).
     """
     target = Path(path)
     parent = output_folder(target)
@@ -399,6 +402,8 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         check(target)
     if target.exists() and not target.is_dir():
         raise RunError(f"output {target} exists and is not a directory")
+    if target.is_dir() and not os.access(target, os.W_OK):
+        raise RunError(f"cannot write output {target}: {_REPLACED_WHOLE}")
     remove_stale(target, parent)
     tmp: Path | None = None
     held: int | None = None
@@ -420,8 +425,17 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         if target.exists():
             with deferred_interrupts():  # the swap runs whole: a signal inside it is raised once it is done
                 old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old-", dir=parent))
-                os.replace(target, old / target.name)
-                os.replace(tmp, target)
+                try:
+                    os.replace(target, old / target.name)
+                except OSError as exc:  # moving a folder into another needs write permission on it
+                    os.rmdir(old)
+                    raise RunError(f"cannot write output {target}: {_REPLACED_WHOLE}") from exc
+                try:
+                    os.replace(tmp, target)
+                except OSError as exc:
+                    os.replace(old / target.name, target)  # the previous output back in place
+                    os.rmdir(old)
+                    raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
                 shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, target)
