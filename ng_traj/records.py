@@ -225,19 +225,30 @@ def _earlier_output(file: Path, written: list[Path]) -> bool:
     return any(real == output or output in real.parents for output in written) and not holds_trajectories(file)
 
 
+def _identity(path: Path) -> tuple[int, int] | None:
+    """``(st_dev, st_ino)`` of the file ``path`` names (through symbolic links), else ``None``."""
+    try:
+        found = os.stat(path)
+    except (OSError, ValueError):
+        return None
+    return found.st_dev, found.st_ino
+
+
 def refuse_input_as_output(inputs: Iterable[Path], *outputs: Path) -> None:
     """Stop before anything is written when an output would replace or remove an input: an output
-    that is one of the input files (by any path), or a folder that holds one. An earlier output
+    that is one of the input files (by any path, a hard link included), or a folder that holds one. An earlier output
     found under a named folder is not an input (:func:`input_files`).
 
     Raises:
         RunError: As above, naming the input; or a named input cannot be read.
     """
     targets = {Path(os.path.realpath(output)): output for output in outputs}
+    linked = {identity: output for output in outputs if (identity := _identity(output)) is not None}
     for file in input_files(inputs, outputs):
         real = Path(os.path.realpath(file))
+        same = linked.get(_identity(file)) if linked else None  # the output is a hard link of it
         for target, output in targets.items():
-            if real == target:
+            if real == target or same is output:
                 raise RunError(f"output {output} is one of the inputs; writing would replace it: name another output")
             if target in real.parents:
                 raise RunError(

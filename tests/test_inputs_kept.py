@@ -24,14 +24,19 @@ def _digest(path) -> str:
     [("export", "--format", "otlp"), ("export", "--format", "atif"), ("report",)],
     ids=["export-otlp", "export-atif", "report"],
 )
-def test_an_input_named_as_the_output_is_refused(tmp_path, command):
+@pytest.mark.parametrize("linked", [False, True], ids=["same-path", "hard-link"])
+def test_an_input_named_as_the_output_is_refused(tmp_path, command, linked):
+    """By its own path, or by another name of the same file (a hard link), as build refuses it."""
     source = tmp_path / "in.jsonl"
     shutil.copy(BUILT, source)
+    output = tmp_path / "link.jsonl" if linked else source
+    if linked:
+        os.link(source, output)
     before = _digest(source)
-    result = run_cli(*command, source, "-o", source)
+    result = run_cli(*command, source, "-o", output)
     assert result.exit_code == 2, result.stderr
     if command[-1] != "atif":  # an ATIF export is a folder: a file there is refused as not one
-        assert f"output {source} is one of the inputs" in result.stderr
+        assert f"output {output} is one of the inputs" in result.stderr
     assert _digest(source) == before
 
 

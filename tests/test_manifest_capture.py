@@ -70,7 +70,10 @@ def test_discovery_keeps_every_capture_file_of_one_store_given_to_one_rollout(tm
     sink = DiagnosticSink()
     inputs = discover([store], sink, manifest=read_manifest(manifest, sink))
     [((rollout, _), files)] = inputs.capture.items()
-    assert sorted(f.capture(rollout) for f in files) == [str(store / "0-0.capture.jsonl"), str(store / "0-1.capture.jsonl")]
+    assert sorted(f.capture(rollout) for f in files) == [
+        str(store / "0-0.capture.jsonl"),
+        str(store / "0-1.capture.jsonl"),
+    ]
     assert [f.incomplete for f in files].count(True) == 1
     assert [(path, named) for path, named, _ in inputs.reattributed] == [(str(store / "0-1.capture.jsonl"), "0-1")]
 
