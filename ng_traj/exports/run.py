@@ -152,10 +152,11 @@ def check_folder(path: Path, suffix: str) -> None:
     )
     if foreign:
         named = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+        report = report_path(path)
+        why = "does not list them" if report.exists() else "is not there"
         raise RunError(
             f"output {path} is an existing folder that holds {named}, which no earlier export wrote (its "
-            f"completeness report {report_path(path).name} beside it does not list them); not replaced: "
-            "name a new or empty folder"
+            f"completeness report {report.name} beside it {why}); not replaced: name a new or empty folder"
         )
 
 
