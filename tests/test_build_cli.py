@@ -79,6 +79,7 @@ def test_task_input_file_alone_exits_1(tmp_path):
     result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 1
     assert "nothing usable was built from this input" in result.stderr
+    assert f"-> {tmp_path / 'out.jsonl'} (not written); " in result.stderr  # the summary agrees
     assert not (tmp_path / "out.jsonl").exists()  # nothing built: no output written
 
 

@@ -287,6 +287,7 @@ def _render(summary: BuildSummary, reporter: Reporter, output: str, code: int) -
     problems = [(named, "nothing usable was built from this input") for named in summary.empty_inputs]
     if not summary.tally.trajectories and output != STDOUT:
         problems.append((None, f"no trajectory was built; {output} was left as it was"))
+        shown["output"] = f"{data['output']} (not written)"
 
     def text(console) -> None:  # paths as text: their control characters escaped
         console.print(_table(shown) if console.is_terminal else printable(_one_line(shown)), markup=False)
