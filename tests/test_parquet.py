@@ -266,6 +266,10 @@ def test_an_existing_directory_that_is_not_a_dataset_is_never_replaced(tmp_path)
     result = run_cli("build", RETAINED / "input", "-o", tmp_path / "keep", "--format", "parquet")
     assert result.exit_code == 2 and "not an ng-traj Parquet dataset; not replaced" in result.stderr
     assert (tmp_path / "keep" / "notes.txt").read_text() == "mine"
+    (tmp_path / "empty").mkdir()  # an empty folder has nothing to lose: the dataset takes its place
+    result = run_cli("build", RETAINED / "input", "-o", tmp_path / "empty", "--format", "parquet")
+    assert result.exit_code == 0, result.stderr
+    assert (tmp_path / "empty" / "ng_traj.json").is_file()
 
 
 def test_a_dataset_holding_other_files_is_never_replaced(tmp_path):

@@ -251,7 +251,7 @@ def _close_all(handles: tuple[pa.NativeFile | pq.ParquetWriter, ...]) -> None:
 
 
 def check_target(path: Path, *, probe: bool = True) -> None:
-    """Refuse to replace anything but an ng-traj dataset holding nothing else (or nothing) at ``path``.
+    """Refuse to replace anything at ``path`` but an ng-traj dataset holding nothing else, or an empty folder.
 
     A dataset of the first layout (loose table files) may be replaced too. With ``probe``, a file is
     created and removed beside ``path`` to prove its folder writable (``io.atomic.output_folder``).
@@ -262,11 +262,14 @@ def check_target(path: Path, *, probe: bool = True) -> None:
             replacing it would delete).
     """
     output_folder(path, probe=probe)
-    if not path.exists():
+    if not path.exists() or (path.is_dir() and not any(path.iterdir())):  # an empty folder: nothing to lose
         return
     if not (is_dataset(path) or is_old_layout(path)):
         kind = "directory" if path.is_dir() else "file"
-        raise RunError(f"output {path} is an existing {kind} that is not an ng-traj Parquet dataset; not replaced")
+        raise RunError(
+            f"output {path} is an existing {kind} that is not an ng-traj Parquet dataset; not replaced: "
+            "name a new or empty folder"
+        )
     own = OLD_ENTRIES if is_old_layout(path) else OWN_ENTRIES
     foreign = sorted(name for entry in path.iterdir() for name in _foreign(entry, own))
     if foreign:
