@@ -987,3 +987,12 @@ def test_a_file_no_reader_claims_by_its_name_says_how_to_read_it_and_read_so_is_
         "rollouts: info[input_unclaimed]: no reader recognises this file (readers go by its name, then its "
         "first record); skipped\n" in walked.stderr
     ), walked.stderr
+
+
+def test_a_file_holding_only_a_byte_order_mark_is_empty_not_corrupt(tmp_path):
+    """The mark is not content (every reader skips it): the file is empty, not 'no line is JSON'."""
+    path = tmp_path / "bom.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf\n\n")
+    result = run_cli("build", path, "-o", tmp_path / "out.jsonl")
+    assert f"{path}: warning[input_unclaimed]: empty (or blank lines only); skipped\n" in result.stderr, result.stderr
+    assert "no line is JSON" not in result.stderr

@@ -18,7 +18,7 @@ from pathlib import Path
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
 from ng_traj.io.files import check_inputs, check_regular, note_regular, resolved
-from ng_traj.io.lines import STREAM_INVALID, UTF16_CODE, file_utf16, iter_json_lines
+from ng_traj.io.lines import BOM, STREAM_INVALID, UTF16_CODE, file_utf16, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import claims, forcible_kinds, walk
 from ng_traj.sources.detect import unreadable as unreadable_diagnostic
@@ -142,13 +142,15 @@ class Inputs:
 
 
 def _has_content(path: Path) -> bool:
-    """Whether the file holds anything but whitespace (read until the first byte that is not; a
-    compressed file's text, up to where its stream breaks)."""
+    """Whether the file holds anything but whitespace and a leading UTF-8 byte-order mark (read until
+    the first byte that is neither; a compressed file's text, up to where its stream breaks)."""
     try:
         with open_input(path) as handle:
+            first = True
             while chunk := handle.read(1 << 16):
-                if chunk.strip():
+                if (chunk.removeprefix(BOM) if first else chunk).strip():
                     return True
+                first = False
     except CompressedStreamError:
         return True
     return False
