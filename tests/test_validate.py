@@ -281,3 +281,18 @@ def test_a_dataset_named_twice_is_validated_once_and_not_compared_with_its_jsonl
     beside = run_cli("validate", source, dataset)  # its conversion: a dataset is compared within itself only
     assert beside.exit_code == 0, beside.stderr
     assert "record_repeated" not in beside.stderr and "valid: 2 files," in beside.stderr
+
+
+def test_a_dataset_without_its_manifest_is_one_error_saying_so(tmp_path):
+    """Not eight "no reader recognises" infos and "nothing was validated": the folder is named for
+    what it looks like, and the missing manifest is the reason its tables are not read."""
+    dataset = tmp_path / "x.parquet"
+    assert run_cli("build", FIXTURES / "build" / "retained_run" / "input", "-o", dataset, "-q").exit_code == 0
+    (dataset / "ng_traj.json").unlink()
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines()[0] == (
+        f"{dataset}: error[dataset_invalid]: laid out as a Parquet dataset, but its manifest ng_traj.json is "
+        "missing: not an ng-traj dataset"
+    )
+    assert "input_unclaimed" not in result.stderr and "nothing was validated" not in result.stderr

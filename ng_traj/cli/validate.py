@@ -123,12 +123,16 @@ def _found(named: list[Path], sink: DiagnosticSink, tally: Tally) -> list[Path]:
     from ng_traj.records import UNCLAIMED, input_files
     from ng_traj.sources.detect import own_output
     from ng_traj.sources.sniff import json_named
-    from ng_traj.writers.dataset_paths import is_dataset, is_old_layout
+    from ng_traj.writers.dataset_paths import MANIFEST, is_dataset, is_old_layout, without_manifest
 
     found: list[Path] = []
     for path in named:
         if not path.is_dir() or is_dataset(path) or is_old_layout(path):
             found.append(path)
+            continue
+        if without_manifest(path):  # its tables are not read without it: one error says why
+            message = f"laid out as a Parquet dataset, but its manifest {MANIFEST} is missing: not an ng-traj dataset"
+            sink.add(Diagnostic("error", "dataset_invalid", message, path=str(path)))
             continue
         before = len(found)
         for file in input_files([path], sink=sink):

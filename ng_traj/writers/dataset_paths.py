@@ -27,6 +27,18 @@ def is_dataset(path: Path) -> bool:
     return path.is_dir() and (path / MANIFEST).is_file()
 
 
+def without_manifest(path: Path) -> bool:
+    """True when ``path`` is a folder laid out as a dataset (a ``trajectories`` table folder holding
+    Parquet files) whose manifest is missing: no ng-traj dataset, though it looks like one."""
+    tables = path / TABLE_NAMES[0]
+    return (
+        path.is_dir()
+        and not (path / MANIFEST).exists()
+        and tables.is_dir()
+        and any(entry.suffix == ".parquet" for entry in tables.iterdir())
+    )
+
+
 def is_old_layout(path: Path) -> bool:
     """True when ``path`` is a folder of the first layout (loose ``trajectories.parquet`` and siblings)."""
     return path.is_dir() and (path / "trajectories.parquet").is_file() and not (path / MANIFEST).exists()
