@@ -98,6 +98,27 @@ def _without_permission_overrides() -> list[str]:
     return prefix
 
 
+def _run_locked(commands: list[list[str]], locked: dict, prefix: list[str]) -> list[tuple[int, str]]:
+    """``(exit code, stderr)`` of each command, run in one child without the superuser's power to
+    override permissions (``prefix``) while each path of ``locked`` has the mode it maps to (each
+    put back to 0o755 for a folder, 0o644 for a file afterwards)."""
+    for path, mode in locked.items():
+        os.chmod(path, mode)
+    try:
+        child = subprocess.run(
+            [*prefix, sys.executable, "-c", CHILD, json.dumps(commands)],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+        )
+    finally:
+        for path in locked:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    assert child.returncode == 0, child.stderr
+    return [tuple(result) for result in json.loads(child.stdout)]
+
+
 def test_an_unreadable_file_or_folder_is_one_line_naming_it_in_every_command(folder):
     prefix = _without_permission_overrides()
     (folder / "locked.jsonl").write_bytes(TRAJECTORIES.read_bytes())
@@ -105,21 +126,8 @@ def test_an_unreadable_file_or_folder_is_one_line_naming_it_in_every_command(fol
     shutil.copy(TRAJECTORIES, folder / "locked" / "inside.jsonl")
     cases = [(*case, "locked.jsonl", UNREADABLE_FILE) for case in _commands("locked.jsonl")]
     cases += [(*case, "locked", UNREADABLE_FOLDER) for case in _commands("locked")]
-    os.chmod(folder / "locked.jsonl", 0)
-    os.chmod(folder / "locked", 0)
-    try:
-        child = subprocess.run(
-            [*prefix, sys.executable, "-c", CHILD, json.dumps([args for args, *_ in cases])],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
-    finally:
-        os.chmod(folder / "locked", 0o755)
-        os.chmod(folder / "locked.jsonl", 0o644)
-    assert child.returncode == 0, child.stderr
-    for (args, what, path, reason), (code, stderr) in zip(cases, json.loads(child.stdout), strict=True):
+    results = _run_locked([args for args, *_ in cases], {folder / "locked.jsonl": 0, folder / "locked": 0}, prefix)
+    for (args, what, path, reason), (code, stderr) in zip(cases, results, strict=True):
         assert (code, stderr) == (2, f"error: cannot read {what} {path}: {reason}\n"), args
     assert not any((folder / name).exists() for name in OUTPUTS)
     assert (folder / "locked.jsonl").read_bytes() == TRAJECTORIES.read_bytes()
@@ -151,19 +159,8 @@ def test_a_folder_or_file_that_cannot_be_read_under_a_named_one_is_reported_by_e
         ["report", "run", "-o", "r.html"],
         ["export", "run", "-f", "atif", "-o", "e"],
     ]
-    os.chmod(folder / "run" / locked, 0)
-    try:
-        child = subprocess.run(
-            [*prefix, sys.executable, "-c", CHILD, json.dumps(commands)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
-    finally:
-        os.chmod(folder / "run" / locked, 0o755)
-    assert child.returncode == 0, child.stderr
-    for args, (code, stderr) in zip(commands, json.loads(child.stdout), strict=True):
+    results = _run_locked(commands, {folder / "run" / locked: 0}, prefix)
+    for args, (code, stderr) in zip(commands, results, strict=True):
         assert f"run/{locked}: error[unreadable_file]: Permission denied\n" in stderr, (args, stderr)
         assert stderr.count("unreadable_file") == 1 and "Traceback" not in stderr, (args, stderr)
         assert code in (0, 1), (args, code, stderr)
@@ -173,19 +170,7 @@ def test_validate_of_a_folder_holding_a_file_it_cannot_read_says_that_alone(fold
     prefix = _without_permission_overrides()
     (folder / "run").mkdir()
     shutil.copy(TRAJECTORIES, folder / "run" / "locked.jsonl")
-    os.chmod(folder / "run" / "locked.jsonl", 0)
-    try:
-        child = subprocess.run(
-            [*prefix, sys.executable, "-c", CHILD, json.dumps([["validate", "run"]])],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
-    finally:
-        os.chmod(folder / "run" / "locked.jsonl", 0o644)
-    assert child.returncode == 0, child.stderr
-    [(code, stderr)] = json.loads(child.stdout)
+    [(code, stderr)] = _run_locked([["validate", "run"]], {folder / "run" / "locked.jsonl": 0}, prefix)
     assert code == 1
     assert stderr.splitlines()[0] == "run/locked.jsonl: error[unreadable_file]: Permission denied"
     assert "nothing was validated" not in stderr and "holds no trajectory" not in stderr, stderr
@@ -203,21 +188,8 @@ def test_an_output_folder_it_may_not_write_is_one_error_and_leaves_it_and_nothin
     for args in commands:
         assert run_cli(*args).exit_code in (0, 1, 3), args
     before = {path: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
-    for name in ("traces", "out.parquet"):
-        os.chmod(folder / name, 0o555)
-    try:
-        child = subprocess.run(
-            [*prefix, sys.executable, "-c", CHILD, json.dumps(commands)],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
-        )
-    finally:
-        for name in ("traces", "out.parquet"):
-            os.chmod(folder / name, 0o755)
-    assert child.returncode == 0, child.stderr
-    for (code, stderr), name in zip(json.loads(child.stdout), ("traces", "out.parquet"), strict=True):
+    results = _run_locked(commands, {folder / "traces": 0o555, folder / "out.parquet": 0o555}, prefix)
+    for (code, stderr), name in zip(results, ("traces", "out.parquet"), strict=True):
         assert code == 2, stderr
         assert stderr.endswith(
             f"error: cannot write output {name}: permission denied (the folder is replaced whole, by renaming it, "
