@@ -482,3 +482,30 @@ def test_a_pool_broken_when_a_chunk_is_submitted_is_the_same_error_as_when_a_res
     slots = [object()] * (workers.CHUNK + 1)
     with pytest.raises(RunError, match=r"^a worker process died while it built rollouts \(killed by a signal"):
         next(workers._results(BrokenPool(), slots, 2))  # type: ignore[arg-type]
+
+
+STUCK_WORKER_BUILD = """
+import os, signal, time
+from ng_traj.assemble import workers
+def first_dies_second_never_exits_on_sigterm(start, chunk):
+    if start == 0:
+        time.sleep(1)  # the other worker has taken its chunk
+        os.kill(os.getpid(), signal.SIGKILL)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as a worker waiting for the task queue's lock does
+    time.sleep(600)
+workers._build_chunk = first_dies_second_never_exits_on_sigterm
+from ng_traj.__main__ import main
+main()
+"""
+"""``python -c`` code running ng-traj whose first worker is killed while the other is one that the
+pool's SIGTERM does not stop (the pool then waited for it forever)."""
+
+
+def test_a_worker_killed_while_another_cannot_be_stopped_ends_the_build_with_the_error(tmp_path):
+    command = [sys.executable, "-c", STUCK_WORKER_BUILD, "build", str(FIXTURES / "build" / "retained_run" / "input")]
+    command += ["-o", str(tmp_path / "out.jsonl"), "--jobs", "2"]
+    environment = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    result = subprocess.run(command, capture_output=True, text=True, check=False, env=environment, timeout=120)
+    assert result.returncode == 2, result.stderr
+    assert "error: a worker process died while it built rollouts" in result.stderr, result.stderr
+    assert list(tmp_path.iterdir()) == []

@@ -288,12 +288,27 @@ def _results(
         while pending:
             yield from _drain(slots, pending.popleft())
     except BrokenProcessPool as exc:
+        _kill_workers(pool)
         if was_interrupted():  # the interrupt killed it: the build stops as interrupted
             raise
         raise RunError(
             "a worker process died while it built rollouts (killed by a signal, or by the system"
             " short of memory?); the build stopped and wrote nothing (with less memory, try fewer --jobs)"
         ) from exc
+
+
+def _kill_workers(pool: ProcessPoolExecutor) -> None:
+    """Kill (SIGKILL) the workers of a pool one of whose workers died.
+
+    The pool then stops the others with SIGTERM and waits for them to exit, but a worker that is
+    not building leaves SIGTERM until it has taken its next chunk (see the module docstring), and
+    one waiting for the lock of the task queue that the dead worker held never takes one: the build
+    waited forever (about one kill in twenty, as the build ran). The pool's own ``_processes`` (a
+    worker started by a fork server is no child of this process, so ``active_children`` misses it).
+    """
+    for worker in list((getattr(pool, "_processes", None) or {}).values()):
+        with contextlib.suppress(OSError, ValueError):
+            worker.kill()
 
 
 def _drain(slots: Sequence[Slot], entry: tuple[int, Future[ChunkResult]]) -> Iterator[tuple[Slot, Outcome]]:
