@@ -296,3 +296,19 @@ def test_a_dataset_without_its_manifest_is_one_error_saying_so(tmp_path):
         "missing: not an ng-traj dataset"
     )
     assert "input_unclaimed" not in result.stderr and "nothing was validated" not in result.stderr
+
+
+def test_a_dangling_or_looping_link_in_a_folder_is_an_unreadable_file_and_the_rest_is_validated(tmp_path):
+    """As the other commands report it, not an internal error that validated nothing."""
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "a.jsonl").write_bytes((FIXTURES / "views" / "parallel_subagent.jsonl").read_bytes())
+    (folder / "dangling.jsonl").symlink_to("nowhere.jsonl")
+    (folder / "loop.jsonl").symlink_to("loop.jsonl")
+    result = run_cli("validate", folder)
+    assert result.exit_code == 1, result.stderr
+    assert result.stderr.splitlines()[:2] == [
+        f"{folder / 'dangling.jsonl'}: error[unreadable_file]: No such file or directory",
+        f"{folder / 'loop.jsonl'}: error[unreadable_file]: Too many levels of symbolic links",
+    ]
+    assert "internal error" not in result.stderr and ", 1 record, 0 invalid" in result.stderr

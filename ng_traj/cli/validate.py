@@ -94,7 +94,7 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
                 feedback.step(f"{path.name} (dataset)")
                 result = validate_dataset(path, sink)
             else:
-                update = feedback.step(path.name, None if is_compressed(path) else path.stat().st_size, in_bytes=True)
+                update = feedback.step(path.name, None if is_compressed(path) else _size(path), in_bytes=True)
                 result = validate_file(path, sink, max_line_bytes=max_line_bytes, on_progress=update, repeats=repeats)
             tally.records += result.records
             tally.invalid += result.invalid
@@ -148,6 +148,15 @@ def _found(named: list[Path], sink: DiagnosticSink, tally: Tally) -> list[Path]:
     return found
 
 
+def _size(path: Path) -> int | None:
+    """The file's size in bytes for the progress bar; ``None`` when it cannot be looked at (reading
+    it reports why: ``unreadable_file``)."""
+    try:
+        return path.stat().st_size
+    except OSError:
+        return None
+
+
 def _named_once(files: list[Path]) -> list[Path]:
     """``files`` with each file or dataset kept at its first naming: a path that names one already
     named (itself again, ``./x.jsonl``, a symlink to it, a hard link of it: the same ``(st_dev, st_ino)``)
@@ -157,7 +166,11 @@ def _named_once(files: list[Path]) -> list[Path]:
     seen: set[tuple[int, int]] = set()
     kept = []
     for path in files:
-        info = path.stat()
+        try:
+            info = path.stat()
+        except OSError:  # a dangling or looping link found in a folder: reading it reports why
+            kept.append(path)
+            continue
         identity = (info.st_dev, info.st_ino)
         if identity not in seen:
             seen.add(identity)
