@@ -273,3 +273,18 @@ def test_a_folder_swap_that_fails_leaves_the_previous_folder_in_place_and_no_hid
         (folder / "new").write_text("new")
     assert sorted(path.name for path in tmp_path.iterdir()) == ["ds"]
     assert [path.name for path in target.iterdir()] == ["kept"]
+
+
+def test_a_folder_output_named_through_a_symbolic_link_replaces_the_folder_it_names_and_keeps_the_link(tmp_path):
+    """As a file output does (``written_path``); before, the link was replaced by a folder and the
+    folder it named kept its old content."""
+    real = tmp_path / "real.parquet"
+    real.mkdir()
+    (real / "old").write_text("old")
+    link = tmp_path / "link.parquet"
+    link.symlink_to("real.parquet")
+    with atomic_directory(link) as folder:
+        (folder / "new").write_text("new")
+    assert link.is_symlink() and os.readlink(link) == "real.parquet"
+    assert [path.name for path in real.iterdir()] == ["new"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["link.parquet", "real.parquet"]

@@ -390,13 +390,14 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
 
     An existing directory at ``path`` is replaced whole; an existing file there is an error.
     ``check(path)`` runs before the block and again just before the replacement (the block may
-    run for minutes); what it raises leaves ``path`` as it was.
+    run for minutes); what it raises leaves ``path`` as it was. Through a symbolic link, the folder
+    it names is replaced and the link kept (:func:`written_path`), as for a file.
 
     Raises:
         RunError: The parent folder is missing, ``path`` is a file, an existing folder there may
             not be written (renaming it away needs that), or the disk is full (:data:`WRITE_ERRNOS`).
     """
-    target = Path(path)
+    target = written_path(Path(path))
     parent = output_folder(target)
     if check is not None:
         check(target)
