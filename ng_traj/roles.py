@@ -13,9 +13,11 @@ from __future__ import annotations
 import difflib
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
+from ng_traj.diagnostics import Diagnostic
 
 JUDGE = "judge"
 """The role whose calls may be merged with the judge records of rollout rows."""
@@ -52,9 +54,9 @@ def parse_roles(values: Iterable[str]) -> dict[str, str]:
     return roles
 
 
-def unmatched_roles(roles: Mapping[str, str], seen: Iterable[str], scope: str) -> list[str]:
-    """One warning message per ``--role`` name that is no ``model_ref.name`` in ``seen``, in the
-    order given: a misspelt name labels nothing and its calls stay :data:`UNMAPPED`.
+def unmatched_roles(roles: Mapping[str, str], seen: Iterable[str], scope: str) -> list[Diagnostic]:
+    """One :data:`ROLE_UNMATCHED` warning per ``--role`` name that is no ``model_ref.name`` in
+    ``seen``, in the order given: a misspelt name labels nothing and its calls stay :data:`UNMAPPED`.
 
     Each message names the closest server seen (``difflib``), if any is close, and lists the
     servers seen (the first ten, sorted), or says no call names one.
@@ -77,10 +79,19 @@ def unmatched_roles(roles: Mapping[str, str], seen: Iterable[str], scope: str) -
             known = f"{hint}the model servers seen are {listed}{more}"
         else:
             known = "no model call of it names a model server (model_ref.name)"
-        messages.append(
+        message = (
             f"--role {name}={role}: no model call of {scope} is served by {name!r}, so the role labels nothing; {known}"
         )
+        messages.append(Diagnostic("warning", ROLE_UNMATCHED, message))
     return messages
+
+
+def record_servers(record: Any) -> Iterator[str]:
+    """The model servers (``model_ref.name``) a ``TrajectoryRecord``'s model calls name, in call order."""
+    for call in record.model_calls:
+        name = ref_name(call.response_metadata.model_ref)
+        if name is not None:
+            yield name
 
 
 def role_of(name: str | None, roles: Mapping[str, str]) -> str | None:

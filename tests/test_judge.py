@@ -251,7 +251,7 @@ def test_a_role_naming_no_model_server_of_the_build_is_a_warning_with_the_close_
     assert messages[0].endswith("nothing; the model servers seen are 'judge_model', 'policy_model'")
 
 
-def test_matrix_warns_of_a_role_naming_no_model_server_of_its_records_and_renders_it_without_a_path(tmp_path):
+def test_matrix_and_report_warn_of_a_role_naming_no_model_server_of_their_records_without_a_path(tmp_path):
     """As the build does: the matrix's records (built ones, or the build's raw inputs) are what the
     --role map labels; the warning is about the run, so its text line starts at its severity."""
     out = tmp_path / "x.jsonl"
@@ -266,3 +266,12 @@ def test_matrix_warns_of_a_role_naming_no_model_server_of_its_records_and_render
         ) in "\n" + result.stderr, result.stderr
         assert result.stderr.count("role_unmatched") == 1
     assert "role_unmatched" not in run_cli("matrix", out, "--role", "judge_model=judge").stderr
+    report = run_cli("report", out, "--role", "judge_modle=judge", "-o", tmp_path / "r.html")
+    assert report.exit_code == 0, report.stderr
+    assert (
+        "warning[role_unmatched]: --role judge_modle=judge: no model call of these rollouts is served by "
+        "'judge_modle', so the role labels nothing; did you mean 'judge_model'?"
+    ) in report.stderr
+    assert (
+        "role_unmatched" not in run_cli("report", out, "--role", "judge_model=judge", "-o", tmp_path / "r.html").stderr
+    )

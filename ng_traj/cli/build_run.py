@@ -19,13 +19,13 @@ from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.assemble.run import run_slots
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name
 from ng_traj.cli.output import Reporter
-from ng_traj.diagnostics import Diagnostic, RunError, plural, printable, safe_text
+from ng_traj.diagnostics import RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
 from ng_traj.io.compression import logical_name
 from ng_traj.io.files import check_inputs
 from ng_traj.io.spans import text_copies
 from ng_traj.redact import Redactor, check_keys, compile_patterns
-from ng_traj.roles import ROLE_UNMATCHED, parse_roles, unmatched_roles
+from ng_traj.roles import parse_roles, unmatched_roles
 from ng_traj.sources.detect import forcible_kinds
 from ng_traj.sources.manifest import read_manifest
 from ng_traj.writers.spool import SpoolLines, spool_appender, spool_folder
@@ -231,8 +231,8 @@ def _build(
             if not summary.tally.trajectories and output != STDOUT:
                 raise AbortWrite
     assert summary is not None
-    for message in unmatched_roles(roles, summary.tally.by_role.servers, "this build"):
-        sink.add(Diagnostic("warning", ROLE_UNMATCHED, message))
+    for warning in unmatched_roles(roles, summary.tally.by_role.servers, "this build"):
+        sink.add(warning)
     code = EXIT_DATA if summary.empty_inputs or not summary.tally.trajectories else EXIT_OK
     _render(summary, reporter, output, code)
     return code

@@ -118,11 +118,10 @@ def run(
     """Evaluate, render, and return the exit code."""
     from ng_traj.cli import matrix_render as render
     from ng_traj.contract.revisions import NO_RECORDS, revision_needed
-    from ng_traj.diagnostics import Diagnostic
     from ng_traj.matrix import tabulate
     from ng_traj.matrix_inputs import all_records
     from ng_traj.matrix_report import load_reference, report
-    from ng_traj.roles import ROLE_UNMATCHED, parse_roles, unmatched_roles
+    from ng_traj.roles import parse_roles, unmatched_roles
 
     if table_format not in FORMATS:
         raise RunError(f"--format {table_format!r}: choose from {', '.join(FORMATS)}")
@@ -146,8 +145,8 @@ def run(
             documented.concurrent,
         )
         feedback.finish_steps()
-    for message in unmatched_roles(roles, servers, "these records"):
-        reporter.sink.add(Diagnostic("warning", ROLE_UNMATCHED, message))
+    for warning in unmatched_roles(roles, servers, "these records"):
+        reporter.sink.add(warning)
     data = report(groups, by, documented if with_reference else None)
     if data["records"] or table_format in MACHINE_FORMATS:
         _write(data, table_format, render)
@@ -169,12 +168,12 @@ def _counted(
 ) -> Iterator[MatrixRecord]:
     """``items``, calling ``advance`` for each, counting in ``newer[0]`` those with 0.7.0 fields and
     adding to ``servers`` the model servers (``model_ref.name``) their model calls name."""
-    from ng_traj.roles import ref_name
+    from ng_traj.roles import record_servers
 
     for item in items:
         advance()
         newer[0] += item.with_0_7_keys
-        servers.update(filter(None, (ref_name(call.response_metadata.model_ref) for call in item.record.model_calls)))
+        servers.update(record_servers(item.record))
         yield item
 
 

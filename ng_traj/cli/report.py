@@ -119,7 +119,7 @@ def run(
     from ng_traj.matrix_inputs import record_context
     from ng_traj.matrix_report import load_reference, report
     from ng_traj.records import read_inputs, refuse_input_as_output
-    from ng_traj.roles import parse_roles
+    from ng_traj.roles import parse_roles, record_servers, unmatched_roles
     from ng_traj.views import html
 
     try:
@@ -133,6 +133,7 @@ def run(
         check_file_target(output)
     shown = mask or (lambda value: value)
     side, other = html.Collected(), html.Collected()
+    servers: set[str] = set()  # the model servers the rollouts' calls name, for --role
     with reporter.feedback() as feedback:
         advance = feedback.step("reading rollouts")
 
@@ -140,12 +141,16 @@ def run(
             for read in read_inputs(inputs, reporter.sink, max_line_bytes=max_line_bytes, outputs=written):
                 advance()
                 side.add(read, shown(read.value), roles, keep_detail=True)
+                servers.update(record_servers(read.record))
                 yield read.record, record_context(read)
 
         groups = tabulate(records(), "agent", load_reference().concurrent)
         for read in read_inputs(compare, reporter.sink, max_line_bytes=max_line_bytes, outputs=written):
             other.add(read, read.value, roles, keep_detail=False)
+            servers.update(record_servers(read.record))
         feedback.finish_steps()
+    for warning in unmatched_roles(roles, servers, "these rollouts"):
+        reporter.sink.add(warning)
     code = EXIT_OK if side.entries else EXIT_DATA
     side, other = side.ordered(), other.ordered()
     if side.entries:

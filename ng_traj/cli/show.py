@@ -100,9 +100,9 @@ def show(
     mask: Callable[[Any], Any] | None = None,
 ) -> int:
     """Find, render and print; return the exit code."""
-    from ng_traj.diagnostics import Diagnostic, RunError
+    from ng_traj.diagnostics import RunError
     from ng_traj.records import read_inputs
-    from ng_traj.roles import ROLE_UNMATCHED, parse_roles, ref_name, unmatched_roles
+    from ng_traj.roles import parse_roles, ref_name, unmatched_roles
     from ng_traj.views import pick, terminal
     from ng_traj.views.tree import rollout_view
 
@@ -126,8 +126,8 @@ def show(
     servers = (
         ref_name((call.get("response_metadata") or {}).get("model_ref")) for call in read.value.get("model_calls") or ()
     )
-    for message in unmatched_roles(roles, (name for name in servers if name is not None), "this rollout"):
-        reporter.sink.add(Diagnostic("warning", ROLE_UNMATCHED, message))
+    for warning in unmatched_roles(roles, (name for name in servers if name is not None), "this rollout"):
+        reporter.sink.add(warning)
     reporter.flush_infos()
     about = {
         "run": read.run,
