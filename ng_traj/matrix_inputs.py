@@ -29,7 +29,7 @@ from ng_traj.assemble.build import BuildOptions
 from ng_traj.assemble.pipeline import build, prepare
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.contract.revisions import keys_0_7
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.files import check_regular
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 from ng_traj.io.spans import text_copies
@@ -39,7 +39,7 @@ from ng_traj.sources.capture.record import token_stats
 from ng_traj.sources.detect import own_output, unreadable, walk
 from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import first_record
-from ng_traj.writers.dataset_paths import is_dataset
+from ng_traj.writers.dataset_paths import MISSING_MANIFEST, is_dataset, without_manifest
 
 TRAJECTORY_KEYS = frozenset({"schema_version", "task_id", "rollout_id"})
 PRODUCER_TRAJECTORY = "ng_trajectory"
@@ -100,10 +100,15 @@ def classify(paths: list[Path]) -> MatrixInputs:
     folder under it that cannot be listed, or a file there the build would be given that cannot be
     opened, is in :attr:`MatrixInputs.unreadable`. The named paths
     were checked (``io.files.check_inputs``) before anything else looked at them.
+
+    Raises:
+        RunError: A named folder is laid out as a dataset without its manifest.
     """
     kinds: dict[Path, list[tuple[Path, str]]] = {}
     unlisted: dict[Path, list[OSError]] = {}
     for named in paths:
+        if without_manifest(named):
+            raise RunError(f"{named}: {MISSING_MANIFEST}")
         errors = unlisted.setdefault(named, [])
         files = (
             [(named, "dataset")] if is_dataset(named) else [(file, _kind(file)) for file in walk(named, errors.append)]

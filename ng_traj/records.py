@@ -41,7 +41,13 @@ from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
 from ng_traj.sources.detect import own_output, unreadable, walk
 from ng_traj.sources.sniff import json_named
-from ng_traj.writers.dataset_paths import is_dataset, refuse_parquet_file, table_folder_of
+from ng_traj.writers.dataset_paths import (
+    MISSING_MANIFEST,
+    is_dataset,
+    refuse_parquet_file,
+    table_folder_of,
+    without_manifest,
+)
 from ng_traj.writers.jsonl import record_json
 
 Kind = Literal["trajectories", "rows", "dataset"]
@@ -198,8 +204,9 @@ def input_files(paths: Iterable[Path], outputs: Iterable[Path] = (), sink: Diagn
             be listed (its files are then not found; without a sink, such a folder is passed over).
 
     Raises:
-        RunError: A named path cannot be read (``io.files.check_inputs``), or is a Parquet file or a
-            table folder of a dataset (only a dataset folder is read as Parquet).
+        RunError: A named path cannot be read (``io.files.check_inputs``), or is a Parquet file, a
+            table folder of a dataset (only a dataset folder is read as Parquet) or a dataset folder
+            without its manifest.
     """
     on_error = (lambda exc: sink.add(unreadable(exc))) if sink is not None else None
     found: dict[Path, None] = {}
@@ -211,6 +218,8 @@ def input_files(paths: Iterable[Path], outputs: Iterable[Path] = (), sink: Diagn
         dataset = table_folder_of(named)
         if dataset is not None:
             raise RunError(f"{named} is a table folder of a Parquet dataset: name the dataset folder {dataset}")
+        if without_manifest(named):
+            raise RunError(f"{named}: {MISSING_MANIFEST}")
         for file in [named] if is_dataset(named) else walk(named, on_error):
             if file != named and written and _earlier_output(file, written):
                 continue

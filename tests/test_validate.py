@@ -283,7 +283,7 @@ def test_a_dataset_named_twice_is_validated_once_and_not_compared_with_its_jsonl
     assert "record_repeated" not in beside.stderr and "valid: 2 files," in beside.stderr
 
 
-def test_a_dataset_without_its_manifest_is_one_error_saying_so(tmp_path):
+def test_a_dataset_without_its_manifest_is_one_error_saying_so_in_every_command(tmp_path):
     """Not eight "no reader recognises" infos and "nothing was validated": the folder is named for
     what it looks like, and the missing manifest is the reason its tables are not read."""
     dataset = tmp_path / "x.parquet"
@@ -296,6 +296,18 @@ def test_a_dataset_without_its_manifest_is_one_error_saying_so(tmp_path):
         "missing: not an ng-traj dataset"
     )
     assert "input_unclaimed" not in result.stderr and "nothing was validated" not in result.stderr
+    for command in (
+        ["show"],
+        ["matrix"],
+        ["report", "-o", tmp_path / "r.html"],
+        ["export", "-f", "otlp", "-o", tmp_path / "t.jsonl"],
+    ):
+        other = run_cli(command[0], dataset, *command[1:])
+        assert (other.exit_code, other.stderr) == (
+            2,
+            f"error: {dataset}: laid out as a Parquet dataset, but its manifest ng_traj.json is missing: not an "
+            "ng-traj dataset\n",
+        ), command
 
 
 def test_a_dangling_or_looping_link_in_a_folder_is_an_unreadable_file_and_the_rest_is_validated(tmp_path):

@@ -123,7 +123,7 @@ def _found(named: list[Path], sink: DiagnosticSink, tally: Tally) -> list[Path]:
     from ng_traj.records import UNCLAIMED, input_files
     from ng_traj.sources.detect import own_output
     from ng_traj.sources.sniff import json_named
-    from ng_traj.writers.dataset_paths import MANIFEST, is_dataset, is_old_layout, without_manifest
+    from ng_traj.writers.dataset_paths import MISSING_MANIFEST, is_dataset, is_old_layout, without_manifest
 
     found: list[Path] = []
     for path in named:
@@ -131,8 +131,7 @@ def _found(named: list[Path], sink: DiagnosticSink, tally: Tally) -> list[Path]:
             found.append(path)
             continue
         if without_manifest(path):  # its tables are not read without it: one error says why
-            message = f"laid out as a Parquet dataset, but its manifest {MANIFEST} is missing: not an ng-traj dataset"
-            sink.add(Diagnostic("error", "dataset_invalid", message, path=str(path)))
+            sink.add(Diagnostic("error", "dataset_invalid", MISSING_MANIFEST, path=str(path)))
             continue
         before = len(found)
         for file in input_files([path], sink=sink):

@@ -27,6 +27,10 @@ def is_dataset(path: Path) -> bool:
     return path.is_dir() and (path / MANIFEST).is_file()
 
 
+MISSING_MANIFEST = f"laid out as a Parquet dataset, but its manifest {MANIFEST} is missing: not an ng-traj dataset"
+"""Why a folder :func:`without_manifest` holds is not read."""
+
+
 def without_manifest(path: Path) -> bool:
     """True when ``path`` is a folder laid out as a dataset (a ``trajectories`` table folder holding
     Parquet files) whose manifest is missing: no ng-traj dataset, though it looks like one."""
