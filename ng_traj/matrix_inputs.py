@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import errno
 import tempfile
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +89,21 @@ def _unopenable(file: Path) -> OSError | None:
     return None
 
 
+def _walked(named: Path, on_error: Callable[[OSError], None]) -> list[tuple[Path, str]]:
+    """``(file, kind)`` of each file under the folder ``named`` (:func:`_kind`), a dataset folder
+    under it once, as itself (``dataset``), not as its table files."""
+    found: list[tuple[Path, str]] = []
+    datasets: set[Path] = set()
+    for file in walk(named, on_error):
+        owner = next((parent for parent in file.parents if parent.is_relative_to(named) and is_dataset(parent)), None)
+        if owner is None:
+            found.append((file, _kind(file)))
+        elif owner not in datasets:
+            datasets.add(owner)
+            found.append((owner, "dataset"))
+    return found
+
+
 def classify(paths: list[Path]) -> MatrixInputs:
     """Sort the files under ``paths`` into record files and raw inputs.
 
@@ -110,10 +125,7 @@ def classify(paths: list[Path]) -> MatrixInputs:
         if without_manifest(named):
             raise RunError(f"{named}: {MISSING_MANIFEST}")
         errors = unlisted.setdefault(named, [])
-        files = (
-            [(named, "dataset")] if is_dataset(named) else [(file, _kind(file)) for file in walk(named, errors.append)]
-        )
-        kinds[named] = files
+        kinds[named] = [(named, "dataset")] if is_dataset(named) else _walked(named, errors.append)
     built = ("raw", "rows") if any(k == "raw" for files in kinds.values() for _, k in files) else ("raw",)
     inputs = MatrixInputs()
     for named, files in kinds.items():

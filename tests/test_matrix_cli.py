@@ -401,6 +401,11 @@ def test_a_parquet_dataset_gives_the_matrix_of_its_jsonl(tmp_path):
     for group in groups:
         for criterion in ("C1", "C3", "C4", "C5", "C6", "C7"):
             assert group["cells"][criterion] == by_rows[group["group"]]["cells"][criterion]
+    # found in a named folder, the dataset is read as itself (its table files were each skipped)
+    in_folder = run_cli("matrix", tmp_path, "--format", "json")
+    assert in_folder.exit_code == 0, in_folder.stderr
+    assert orjson.loads(in_folder.stdout)["records"] == 13 + 13  # the dataset's, then the rows'
+    assert "input_unsupported" not in in_folder.stderr, in_folder.stderr
 
 
 def test_a_piped_table_keeps_long_group_names_whole(tmp_path):
