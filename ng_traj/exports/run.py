@@ -38,7 +38,7 @@ from ng_traj.checks import TRAJECTORY_MISSING
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import LINE_SKIP_CODES, Diagnostic, DiagnosticSink, RunError, safe_text
 from ng_traj.exports.common import Completeness, Rollout, hex_id
-from ng_traj.io.atomic import AbortWrite, atomic_directory, atomic_file
+from ng_traj.io.atomic import AbortWrite, atomic_directory, atomic_file, check_replaceable_folder, written_path
 from ng_traj.records import read_inputs, refuse_input_as_output
 
 Format = Literal["atif", "otlp"]
@@ -140,10 +140,12 @@ def check_folder(path: Path, suffix: str) -> None:
     rollout's output. A folder of the user's own files, even of ``*<suffix>`` ones, is left alone.
 
     Raises:
-        RunError: ``path`` is a folder with other entries (replacing it would delete them).
+        RunError: ``path`` is a folder with other entries (replacing it would delete them), or one
+            this user may not write (``io.atomic.check_replaceable_folder``).
     """
     if not path.is_dir():
         return
+    check_replaceable_folder(written_path(path))
     written = _reported_outputs(report_path(path))
     foreign = sorted(
         entry.name

@@ -384,6 +384,17 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
 _REPLACED_WHOLE = "permission denied (the folder is replaced whole, by renaming it, which needs write permission on it)"
 
 
+def check_replaceable_folder(target: Path) -> None:
+    """Refuse an existing folder output this user may not write: replacing it renames it away,
+    which needs that (checked before the work, as :func:`atomic_directory` checks it again).
+
+    Raises:
+        RunError: ``target`` is a folder without write permission for this user.
+    """
+    if target.is_dir() and not os.access(target, os.W_OK):
+        raise RunError(f"cannot write output {target}: {_REPLACED_WHOLE}")
+
+
 @contextlib.contextmanager
 def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = None) -> Iterator[Path]:
     """Yield a temporary directory that replaces ``path`` when the block completes.
@@ -403,8 +414,7 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
         check(target)
     if target.exists() and not target.is_dir():
         raise RunError(f"output {target} exists and is not a directory")
-    if target.is_dir() and not os.access(target, os.W_OK):
-        raise RunError(f"cannot write output {target}: {_REPLACED_WHOLE}")
+    check_replaceable_folder(target)
     remove_stale(target, parent)
     tmp: Path | None = None
     held: int | None = None

@@ -34,7 +34,7 @@ import pyarrow.parquet as pq
 
 from ng_traj.contract import TrajectoryRecord
 from ng_traj.diagnostics import RunError
-from ng_traj.io.atomic import atomic_directory, output_folder
+from ng_traj.io.atomic import atomic_directory, check_replaceable_folder, output_folder, written_path
 from ng_traj.writers.dataset_paths import is_dataset, is_old_layout
 from ng_traj.writers.parquet_arrays import NULL_FLOAT, column, scalar, texts
 from ng_traj.writers.parquet_layout import (
@@ -258,10 +258,11 @@ def check_target(path: Path, *, probe: bool = True) -> None:
 
     Raises:
         RunError: The folder of ``path`` does not exist; ``path`` is a file, a folder that is not an
-            ng-traj dataset, or a dataset folder that also holds other files or folders (which
-            replacing it would delete).
+            ng-traj dataset, a dataset folder that also holds other files or folders (which
+            replacing it would delete), or a folder this user may not write.
     """
     output_folder(path, probe=probe)
+    check_replaceable_folder(written_path(path))
     if not path.exists() or (path.is_dir() and not any(path.iterdir())):  # an empty folder: nothing to lose
         return
     if not (is_dataset(path) or is_old_layout(path)):
