@@ -324,3 +324,18 @@ def test_a_dangling_or_looping_link_in_a_folder_is_an_unreadable_file_and_the_re
         f"{folder / 'loop.jsonl'}: error[unreadable_file]: Too many levels of symbolic links",
     ]
     assert "internal error" not in result.stderr and ", 1 record, 0 invalid" in result.stderr
+
+
+def test_a_dataset_missing_a_chunk_file_names_it_with_the_systems_reason_and_nothing_more(tmp_path):
+    """Not pyarrow's text (the path and errno twice), nor "nothing was validated: it holds no
+    trajectory record" after "not read to the end"."""
+    dataset = tmp_path / "x.parquet"
+    assert run_cli("build", FIXTURES / "build" / "retained_run" / "input", "-o", dataset, "-q").exit_code == 0
+    part = dataset / "model_calls" / "part-00000.parquet"
+    part.unlink()
+    result = run_cli("validate", dataset)
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"{dataset}: error[dataset_invalid]: {part}: no such file or directory (a chunk file of the table model_calls)",
+        "invalid: 1 file, 0 records, 0 invalid, 1 dataset not read to the end; 1 error, 0 warnings",
+    ]

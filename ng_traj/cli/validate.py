@@ -103,7 +103,7 @@ def _run(files: list[Path], output_format: str, level: int, max_line_bytes: int)
                 tally.dataset_skipped += result.skipped - result.stopped
                 tally.datasets_stopped += result.stopped
             tally.with_0_7_keys += result.with_0_7_keys
-            if not result.records and not result.unreadable:  # an unreadable file's error says why
+            if not (result.records or result.unreadable or result.stopped):  # else its error says why
                 tally.nothing_validated.append(str(path))
         feedback.finish_steps()
     code = EXIT_DATA if sink.errors or tally.nothing_validated else EXIT_OK

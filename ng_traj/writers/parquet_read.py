@@ -70,7 +70,10 @@ def _checked(path: Path, name: str, relative: str) -> int:
         with _opened(file) as handle:
             metadata = pq.read_metadata(handle)
         names = metadata.schema.to_arrow_schema().names
-    except (OSError, pa.ArrowException) as exc:
+    except OSError as exc:  # pyarrow's text repeats the path and the errno: the system's reason alone
+        reason = os.strerror(exc.errno).lower() if exc.errno else str(exc)
+        raise DatasetError(f"{file}: {reason} (a chunk file of the table {name})") from exc
+    except pa.ArrowException as exc:
         raise DatasetError(f"{file}: {exc}") from exc
     missing = [f.name for f in SCHEMAS[name] if f.name not in names]
     if missing:
