@@ -262,7 +262,11 @@ def test_a_name_in_sqlite_master_that_is_not_utf8_costs_that_database(tmp_path: 
     rows.write_bytes((FIXTURES / "build" / "legacy_attachments" / "input" / "rollouts.jsonl").read_bytes())
     result = _build(home, rows, out=tmp_path / "out.jsonl")
     assert result.exit_code == 1, result.stderr  # one input gave nothing; the others were built
-    assert f"{db}: error[hermes_db_unreadable]: UnicodeDecodeError" in result.stderr
+    assert (
+        f"{db}: error[hermes_db_unreadable]: its schema (sqlite_master) holds a name that is not UTF-8: the "
+        "database is damaged; its sessions are not built\n"
+    ) in result.stderr
+    assert "UnicodeDecodeError" not in result.stderr and "codec" not in result.stderr
     assert len(_trajectories(tmp_path / "out.jsonl")) == len(rows.read_bytes().splitlines())
 
 

@@ -48,6 +48,16 @@ DB_ERRORS = (sqlite3.Error, UnicodeDecodeError)
 bytes that are not."""
 
 
+def db_problem(exc: Exception) -> str:
+    """What :data:`DB_ERRORS` ``exc`` says of the database, for a diagnostic: SQLite's own error
+    (``DatabaseError: file is not a database``), or, for a name the schema holds that is not UTF-8
+    (the readers decode every value themselves, so only the module's own decoding of names fails),
+    that its schema is damaged, without Python's codec text."""
+    if isinstance(exc, UnicodeDecodeError):
+        return "its schema (sqlite_master) holds a name that is not UTF-8: the database is damaged"
+    return f"{type(exc).__name__}: {exc}"
+
+
 class SqliteCopyError(Exception):
     """The private copy could not be made (message: the reason, no payload)."""
 

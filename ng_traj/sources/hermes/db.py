@@ -205,7 +205,7 @@ def _read_catalogue(copy: Path) -> Catalogue:
                 if isinstance(row["id"], str) and row["id"]:
                     catalogue.sessions[row["id"]] = dict(row)
     except DB_ERRORS as exc:
-        raise HermesDbError(f"{type(exc).__name__}: {exc}") from exc
+        raise HermesDbError(sqlite_copy.db_problem(exc)) from exc
     return catalogue
 
 
@@ -214,7 +214,7 @@ def _query(path: Path, query: str, ids: list[str]) -> list[dict[str, Any]]:
         with closing(_connect(private_copy(path))) as connection:
             return [dict(row) for row in connection.execute(query, ids)]
     except DB_ERRORS as exc:
-        raise HermesDbError(f"{type(exc).__name__}: {exc}") from exc
+        raise HermesDbError(sqlite_copy.db_problem(exc)) from exc
 
 
 def read_sessions(path: Path, catalogue: Catalogue, session_ids: Iterable[str]) -> dict[str, dict[str, Any]]:

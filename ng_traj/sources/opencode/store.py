@@ -221,7 +221,7 @@ def read_database(path: Path) -> Store:
     except sqlite_copy.SqliteCopyError as exc:
         raise OpenCodeStoreError(str(exc)) from exc
     except sqlite_copy.DB_ERRORS as exc:
-        raise OpenCodeStoreError(f"{type(exc).__name__}: {exc}") from exc
+        raise OpenCodeStoreError(sqlite_copy.db_problem(exc)) from exc
 
 
 def _read(connection: Any) -> Store:
