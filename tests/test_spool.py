@@ -80,3 +80,25 @@ def test_payloads_come_back_as_written_and_their_file_goes_when_given_up(tmp_pat
     assert next(reading) == payloads[0]
     reading.close()  # an interrupted build stops reading part-way
     assert not path.exists()
+
+
+def test_a_spool_folder_a_killed_build_left_is_removed_by_the_next_and_a_running_ones_is_kept(tmp_path, monkeypatch):
+    """A build killed with SIGKILL cannot remove its spool folder; the next build removes it. The
+    folder of a build still running is locked, and kept, as is anything not named as ours."""
+    import fcntl
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    (tmp_path / "ng-traj-spool-dead1234").mkdir()
+    (tmp_path / "ng-traj-spool-dead1234" / "segment").write_bytes(b"x")
+    (tmp_path / "ng-traj-spool-live5678").mkdir()
+    (tmp_path / "ng-traj-spool-notours").mkdir()  # not the random part tempfile gives
+    live = os.open(tmp_path / "ng-traj-spool-live5678", os.O_RDONLY)
+    fcntl.flock(live, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    try:
+        with spool.spool_folder() as folder:
+            names = sorted(path.name for path in tmp_path.iterdir())
+            assert names == sorted(["ng-traj-spool-live5678", "ng-traj-spool-notours", os.path.basename(folder)])
+    finally:
+        os.close(live)
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["ng-traj-spool-live5678", "ng-traj-spool-notours"]

@@ -242,9 +242,9 @@ def _temp_pattern(target: Path) -> re.Pattern[str]:
     return re.compile(rf"\.{re.escape(target.name)}\.tmp-{TEMP_RANDOM}")
 
 
-def _hold(descriptor: int) -> None:
-    """Lock an open temporary output for as long as it is open: a running build's temporary is never
-    taken for a stale one (the kernel drops the lock of a killed process)."""
+def hold(descriptor: int) -> None:
+    """Lock an open temporary (output, spool) for as long as it is open: a running build's temporary
+    is never taken for a stale one (the kernel drops the lock of a killed process)."""
     fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
 
 
@@ -256,7 +256,13 @@ def remove_stale(target: Path, parent: Path) -> None:
     no process holds locked: a running build holds its own. Anything else is left alone; an error
     leaves the temporary where it is.
     """
-    pattern = _temp_pattern(target)
+    remove_unlocked(parent, _temp_pattern(target))
+
+
+def remove_unlocked(parent: str | Path, pattern: re.Pattern[str]) -> None:
+    """Remove the files and folders of ``parent`` whose names ``pattern`` matches in full that no
+    process holds locked (:func:`hold`): the temporaries of killed runs. Never a symlink (and
+    ``shutil.rmtree`` follows none inside); an error leaves the entry where it is."""
     with contextlib.suppress(OSError), os.scandir(parent) as entries:
         for entry in entries:
             if pattern.fullmatch(entry.name) and not entry.is_symlink() and _unlocked(entry.path):
@@ -270,7 +276,7 @@ def _unlocked(path: str) -> bool:
     except OSError:
         return False
     try:
-        _hold(descriptor)
+        hold(descriptor)
     except OSError:
         return False
     finally:
@@ -359,7 +365,7 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
                 raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
             held = os.dup(fd)  # the lock lasts until the rename, after the handle is closed
             handle = os.fdopen(fd, "wb")
-        _hold(fd)
+        hold(fd)
         with _write_errors(str(target)), handle:
             yield handle
             handle.flush()
@@ -425,7 +431,7 @@ def atomic_directory(path: str | Path, check: Callable[[Path], None] | None = No
                 held = os.open(tmp, os.O_RDONLY)
             except OSError as exc:
                 raise RunError(f"cannot write output {target}: {exc.strerror or exc}") from exc
-        _hold(held)
+        hold(held)
         with _write_errors(str(target)):
             yield tmp
         check_interrupted()

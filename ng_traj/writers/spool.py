@@ -25,6 +25,7 @@ import errno
 import io
 import os
 import pickle
+import re
 import stat
 import sys
 import tempfile
@@ -32,7 +33,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ng_traj.io.atomic import deferred_interrupts
+from ng_traj.io.atomic import TEMP_RANDOM, deferred_interrupts, hold, remove_unlocked
+
+SPOOL_PREFIX = "ng-traj-spool-"
 
 _COPY_STEP = 1 << 30
 
@@ -40,7 +43,9 @@ _COPY_STEP = 1 << 30
 @contextlib.contextmanager
 def spool_folder() -> Iterator[str]:
     """The private temporary folder (``ng-traj-spool-*``) of one build's segments, removed with what
-    is left in it when the block ends, however it ends.
+    is left in it when the block ends, however it ends. It is locked while it is in use, and the
+    unlocked ones a killed build left in the temporary folder are removed first
+    (``io/atomic.remove_unlocked``).
 
     It is made with interrupts deferred (``io/atomic.deferred_interrupts``): a SIGINT or SIGTERM
     that arrives while the folder is being made is raised once its removal is arranged, not
@@ -49,9 +54,13 @@ def spool_folder() -> Iterator[str]:
     Raises:
         OSError: The folder could not be made.
     """
+    remove_unlocked(tempfile.gettempdir(), re.compile(rf"{SPOOL_PREFIX}{TEMP_RANDOM}"))
     with contextlib.ExitStack() as stack:
         with deferred_interrupts():
-            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix="ng-traj-spool-"))
+            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix=SPOOL_PREFIX))
+            held = os.open(folder, os.O_RDONLY)
+            stack.callback(os.close, held)  # closed before the folder is removed
+        hold(held)
         yield folder
 
 
