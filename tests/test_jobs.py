@@ -168,11 +168,16 @@ def test_a_signal_stops_a_build_with_its_shell_status_and_the_previous_output_in
 
 @pytest.mark.parametrize("jobs", [1, 2])
 def test_builds_leave_no_private_copy_of_a_database_behind(tmp_path, jobs):
-    """The copies of a Hermes ``state.db`` and an OpenCode ``opencode.db`` are removed when the build ends."""
+    """The copies of a Hermes ``state.db`` and an OpenCode ``opencode.db`` are removed when the build
+    ends, and the copies folder (and, with workers, the spool folder) a build killed with SIGKILL
+    left in the temporary folder are removed by this one."""
     hermes = materialise(FIXTURES / "hermes" / "db_v6_lineage" / "input", tmp_path / "hermes")
     opencode = materialise_opencode(FIXTURES / "opencode" / "db_v1" / "input", tmp_path / "opencode")
     tmp = tmp_path / "tmp"
     tmp.mkdir()
+    for left in ["ng-traj-sqlite-dead1234"] + (["ng-traj-spool-dead5678"] if jobs > 1 else []):
+        (tmp / left / "ng-traj-hermes-x").mkdir(parents=True)
+        (tmp / left / "ng-traj-hermes-x" / "state.db").write_bytes(b"a copy")
     inputs = FIXTURES / "build" / "retained_run" / "input"  # with the databases' sessions, 3 chunks: 2 workers
     result = _build(inputs, tmp_path / "out.jsonl", jobs, str(hermes), str(opencode), tmp=tmp)
     assert result.returncode == 0, result.stderr

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -34,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ng_traj.io.atomic import deferred_interrupts
+from ng_traj.io.atomic import TEMP_RANDOM, deferred_interrupts, hold, remove_unlocked
 from ng_traj.io.files import open_regular
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -109,26 +110,34 @@ def database_kind(path: Path) -> str | None:
     return "other"
 
 
+COPIES_PREFIX = "ng-traj-sqlite-"
+"""The name of a folder of private copies starts so (then ``tempfile``'s random part)."""
 _COPIES: dict[str, tuple[tuple[Any, ...], Path]] = {}
-_FOLDER: dict[str, Any] = {"path": None}
+_FOLDER: dict[str, Any] = {"path": None, "held": None}
 
 
 def copies_folder() -> str:
     """The folder this process makes its private copies in (made on first use).
 
     One made here is removed, with every copy in it, when this process exits (``atexit``; a forked
-    child that inherits it never removes it). A folder given by :func:`use_copies_folder` is its
-    maker's to remove.
+    child that inherits it never removes it). It is locked while it is in use, and the unlocked ones
+    a killed build left are removed before it is made (``io/atomic.remove_unlocked``). A folder
+    given by :func:`use_copies_folder` is its maker's to remove.
 
     Raises:
         OSError: The folder could not be made.
     """
     folder = _FOLDER["path"]
     if folder is None or not os.path.isdir(folder):
+        remove_unlocked(tempfile.gettempdir(), re.compile(rf"{COPIES_PREFIX}{TEMP_RANDOM}"))  # killed builds'
         with deferred_interrupts():  # a signal between making it and arranging its removal would leave it
-            folder = tempfile.mkdtemp(prefix="ng-traj-sqlite-")
+            folder = tempfile.mkdtemp(prefix=COPIES_PREFIX)
             atexit.register(_remove_folder, folder, os.getpid())
             _FOLDER["path"] = folder
+            if _FOLDER.get("held") is not None:  # the lock of a folder made before, removed since
+                os.close(_FOLDER["held"])
+            _FOLDER["held"] = os.open(folder, os.O_RDONLY)  # open, and locked, while this process runs
+        hold(_FOLDER["held"])
     return folder
 
 
