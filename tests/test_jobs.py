@@ -178,6 +178,7 @@ def test_builds_leave_no_private_copy_of_a_database_behind(tmp_path, jobs):
     for left in ["ng-traj-sqlite-dead1234"] + (["ng-traj-spool-dead5678"] if jobs > 1 else []):
         (tmp / left / "ng-traj-hermes-x").mkdir(parents=True)
         (tmp / left / "ng-traj-hermes-x" / "state.db").write_bytes(b"a copy")
+        os.utime(tmp / left, (time.time() - 3600,) * 2)  # unchanged for an hour: no build's in the making
     inputs = FIXTURES / "build" / "retained_run" / "input"  # with the databases' sessions, 3 chunks: 2 workers
     result = _build(inputs, tmp_path / "out.jsonl", jobs, str(hermes), str(opencode), tmp=tmp)
     assert result.returncode == 0, result.stderr

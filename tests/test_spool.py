@@ -84,21 +84,28 @@ def test_payloads_come_back_as_written_and_their_file_goes_when_given_up(tmp_pat
 
 def test_a_spool_folder_a_killed_build_left_is_removed_by_the_next_and_a_running_ones_is_kept(tmp_path, monkeypatch):
     """A build killed with SIGKILL cannot remove its spool folder; the next build removes it. The
-    folder of a build still running is locked, and kept, as is anything not named as ours."""
+    folder of a build still running is locked, and kept, as is one changed in the last minute (a
+    build's that may not have locked it yet) and anything not named as ours."""
     import fcntl
     import tempfile
+    import time
 
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    hour_ago = (time.time() - 3600,) * 2
     (tmp_path / "ng-traj-spool-dead1234").mkdir()
     (tmp_path / "ng-traj-spool-dead1234" / "segment").write_bytes(b"x")
+    (tmp_path / "ng-traj-spool-new09876").mkdir()  # just made: another build's, perhaps not locked yet
     (tmp_path / "ng-traj-spool-live5678").mkdir()
     (tmp_path / "ng-traj-spool-notours").mkdir()  # not the random part tempfile gives
+    for name in ("dead1234", "live5678", "notours"):
+        os.utime(tmp_path / f"ng-traj-spool-{name}", hour_ago)
     live = os.open(tmp_path / "ng-traj-spool-live5678", os.O_RDONLY)
     fcntl.flock(live, fcntl.LOCK_EX | fcntl.LOCK_NB)
     try:
         with spool.spool_folder() as folder:
             names = sorted(path.name for path in tmp_path.iterdir())
-            assert names == sorted(["ng-traj-spool-live5678", "ng-traj-spool-notours", os.path.basename(folder)])
+            kept = ["ng-traj-spool-live5678", "ng-traj-spool-new09876", "ng-traj-spool-notours"]
+            assert names == sorted([*kept, os.path.basename(folder)])
     finally:
         os.close(live)
-    assert sorted(path.name for path in tmp_path.iterdir()) == ["ng-traj-spool-live5678", "ng-traj-spool-notours"]
+    assert sorted(path.name for path in tmp_path.iterdir()) == kept

@@ -19,6 +19,7 @@ import shutil
 import stat
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import BinaryIO
@@ -236,6 +237,10 @@ def written_path(target: Path) -> Path:
 
 TEMP_RANDOM = r"[a-z0-9_]{8}"
 """The random part ``tempfile`` gives the names it makes (8 of ``a-z0-9_``)."""
+STALE_AFTER = 60.0
+"""Seconds unchanged before an unlocked temporary folder whose name other runs share (a spool, the
+database copies) is taken for a killed run's: another run may have just made its own, not locked
+it yet (:func:`remove_unlocked`)."""
 
 
 def _temp_pattern(target: Path) -> re.Pattern[str]:
@@ -259,13 +264,25 @@ def remove_stale(target: Path, parent: Path) -> None:
     remove_unlocked(parent, _temp_pattern(target))
 
 
-def remove_unlocked(parent: str | Path, pattern: re.Pattern[str]) -> None:
+def remove_unlocked(parent: str | Path, pattern: re.Pattern[str], min_age: float = 0.0) -> None:
     """Remove the files and folders of ``parent`` whose names ``pattern`` matches in full that no
     process holds locked (:func:`hold`): the temporaries of killed runs. Never a symlink (and
-    ``shutil.rmtree`` follows none inside); an error leaves the entry where it is."""
+    ``shutil.rmtree`` follows none inside); an error leaves the entry where it is.
+
+    Args:
+        min_age: Seconds since an entry was last changed before it is looked at: a name another
+            run shares is left alone while that run may not have locked it yet (a probe's lock
+            would then make its own fail).
+    """
+    newest = time.time() - min_age
     with contextlib.suppress(OSError), os.scandir(parent) as entries:
         for entry in entries:
-            if pattern.fullmatch(entry.name) and not entry.is_symlink() and _unlocked(entry.path):
+            if not pattern.fullmatch(entry.name) or entry.is_symlink():
+                continue
+            with contextlib.suppress(OSError):
+                if min_age and entry.stat(follow_symlinks=False).st_mtime > newest:
+                    continue
+            if _unlocked(entry.path):
                 with contextlib.suppress(OSError):
                     shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
 

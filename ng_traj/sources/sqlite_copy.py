@@ -35,7 +35,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ng_traj.io.atomic import TEMP_RANDOM, deferred_interrupts, hold, remove_unlocked
+from ng_traj.io.atomic import STALE_AFTER, TEMP_RANDOM, deferred_interrupts, hold, remove_unlocked
 from ng_traj.io.files import open_regular
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -129,7 +129,7 @@ def copies_folder() -> str:
     """
     folder = _FOLDER["path"]
     if folder is None or not os.path.isdir(folder):
-        remove_unlocked(tempfile.gettempdir(), re.compile(rf"{COPIES_PREFIX}{TEMP_RANDOM}"))  # killed builds'
+        remove_unlocked(tempfile.gettempdir(), re.compile(rf"{COPIES_PREFIX}{TEMP_RANDOM}"), STALE_AFTER)
         with deferred_interrupts():  # a signal between making it and arranging its removal would leave it
             folder = tempfile.mkdtemp(prefix=COPIES_PREFIX)
             atexit.register(_remove_folder, folder, os.getpid())

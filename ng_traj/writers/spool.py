@@ -33,7 +33,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ng_traj.io.atomic import TEMP_RANDOM, deferred_interrupts, hold, remove_unlocked
+from ng_traj.io.atomic import STALE_AFTER, TEMP_RANDOM, deferred_interrupts, hold, remove_unlocked
 
 SPOOL_PREFIX = "ng-traj-spool-"
 
@@ -54,7 +54,7 @@ def spool_folder() -> Iterator[str]:
     Raises:
         OSError: The folder could not be made.
     """
-    remove_unlocked(tempfile.gettempdir(), re.compile(rf"{SPOOL_PREFIX}{TEMP_RANDOM}"))
+    remove_unlocked(tempfile.gettempdir(), re.compile(rf"{SPOOL_PREFIX}{TEMP_RANDOM}"), STALE_AFTER)
     with contextlib.ExitStack() as stack:
         with deferred_interrupts():
             folder = stack.enter_context(tempfile.TemporaryDirectory(prefix=SPOOL_PREFIX))
