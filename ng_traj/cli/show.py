@@ -102,7 +102,7 @@ def show(
     """Find, render and print; return the exit code."""
     from ng_traj.diagnostics import RunError
     from ng_traj.records import read_inputs
-    from ng_traj.roles import parse_roles, ref_name, unmatched_roles
+    from ng_traj.roles import parse_roles, record_servers, unmatched_roles
     from ng_traj.views import pick, terminal
     from ng_traj.views.tree import rollout_view
 
@@ -123,10 +123,7 @@ def show(
         _print(console, pager, lambda: console.print(terminal.rollout_list(entries)))
         return EXIT_OK
     read = pick.pick(reads, rollout, run, agent, line)
-    servers = (
-        ref_name((call.get("response_metadata") or {}).get("model_ref")) for call in read.value.get("model_calls") or ()
-    )
-    for warning in unmatched_roles(roles, (name for name in servers if name is not None), "this rollout"):
+    for warning in unmatched_roles(roles, record_servers(read.record), "this rollout"):
         reporter.sink.add(warning)
     reporter.flush_infos()
     about = {

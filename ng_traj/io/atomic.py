@@ -287,6 +287,31 @@ def remove_unlocked(parent: str | Path, pattern: re.Pattern[str], min_age: float
                     shutil.rmtree(entry.path) if entry.is_dir(follow_symlinks=False) else os.unlink(entry.path)
 
 
+def locked_temp_folder(prefix: str) -> tuple[str, int]:
+    """A new folder ``<prefix>XXXXXXXX`` in the system's temporary folder and a descriptor of it,
+    locked (:func:`hold`) until the caller closes it. The unlocked folders of that name a killed run
+    left, unchanged for :data:`STALE_AFTER`, are removed first (:func:`remove_unlocked`).
+
+    Raises:
+        OSError: The folder could not be made or locked.
+    """
+    parent = tempfile.gettempdir()
+    remove_unlocked(parent, re.compile(rf"{re.escape(prefix)}{TEMP_RANDOM}"), STALE_AFTER)
+    folder = tempfile.mkdtemp(prefix=prefix, dir=parent)
+    try:
+        descriptor = os.open(folder, os.O_RDONLY)
+    except OSError:
+        os.rmdir(folder)
+        raise
+    try:
+        hold(descriptor)
+    except OSError:
+        os.close(descriptor)
+        os.rmdir(folder)
+        raise
+    return folder, descriptor
+
+
 def _unlocked(path: str) -> bool:
     try:
         descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_NONBLOCK", 0))

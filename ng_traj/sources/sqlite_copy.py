@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import atexit
 import os
-import re
 import shutil
 import sqlite3
 import tempfile
@@ -35,7 +34,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ng_traj.io.atomic import STALE_AFTER, TEMP_RANDOM, deferred_interrupts, hold, remove_unlocked
+from ng_traj.io.atomic import deferred_interrupts, locked_temp_folder
 from ng_traj.io.files import open_regular
 
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -121,7 +120,7 @@ def copies_folder() -> str:
 
     One made here is removed, with every copy in it, when this process exits (``atexit``; a forked
     child that inherits it never removes it). It is locked while it is in use, and the unlocked ones
-    a killed build left are removed before it is made (``io/atomic.remove_unlocked``). A folder
+    a killed build left are removed before it is made (``io/atomic.locked_temp_folder``). A folder
     given by :func:`use_copies_folder` is its maker's to remove.
 
     Raises:
@@ -129,15 +128,12 @@ def copies_folder() -> str:
     """
     folder = _FOLDER["path"]
     if folder is None or not os.path.isdir(folder):
-        remove_unlocked(tempfile.gettempdir(), re.compile(rf"{COPIES_PREFIX}{TEMP_RANDOM}"), STALE_AFTER)
         with deferred_interrupts():  # a signal between making it and arranging its removal would leave it
-            folder = tempfile.mkdtemp(prefix=COPIES_PREFIX)
+            if _FOLDER.get("held") is not None:  # the lock of a folder made before, removed since
+                os.close(_FOLDER.pop("held"))
+            folder, _FOLDER["held"] = locked_temp_folder(COPIES_PREFIX)  # locked while this process runs
             atexit.register(_remove_folder, folder, os.getpid())
             _FOLDER["path"] = folder
-            if _FOLDER.get("held") is not None:  # the lock of a folder made before, removed since
-                os.close(_FOLDER["held"])
-            _FOLDER["held"] = os.open(folder, os.O_RDONLY)  # open, and locked, while this process runs
-        hold(_FOLDER["held"])
     return folder
 
 

@@ -25,15 +25,14 @@ import errno
 import io
 import os
 import pickle
-import re
+import shutil
 import stat
 import sys
-import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
-from ng_traj.io.atomic import STALE_AFTER, TEMP_RANDOM, deferred_interrupts, hold, remove_unlocked
+from ng_traj.io.atomic import deferred_interrupts, locked_temp_folder
 
 SPOOL_PREFIX = "ng-traj-spool-"
 
@@ -45,7 +44,7 @@ def spool_folder() -> Iterator[str]:
     """The private temporary folder (``ng-traj-spool-*``) of one build's segments, removed with what
     is left in it when the block ends, however it ends. It is locked while it is in use, and the
     unlocked ones a killed build left in the temporary folder are removed first
-    (``io/atomic.remove_unlocked``).
+    (``io/atomic.locked_temp_folder``).
 
     It is made with interrupts deferred (``io/atomic.deferred_interrupts``): a SIGINT or SIGTERM
     that arrives while the folder is being made is raised once its removal is arranged, not
@@ -54,13 +53,11 @@ def spool_folder() -> Iterator[str]:
     Raises:
         OSError: The folder could not be made.
     """
-    remove_unlocked(tempfile.gettempdir(), re.compile(rf"{SPOOL_PREFIX}{TEMP_RANDOM}"), STALE_AFTER)
     with contextlib.ExitStack() as stack:
         with deferred_interrupts():
-            folder = stack.enter_context(tempfile.TemporaryDirectory(prefix=SPOOL_PREFIX))
-            held = os.open(folder, os.O_RDONLY)
+            folder, held = locked_temp_folder(SPOOL_PREFIX)
+            stack.callback(shutil.rmtree, folder, ignore_errors=True)
             stack.callback(os.close, held)  # closed before the folder is removed
-        hold(held)
         yield folder
 
 
