@@ -383,6 +383,13 @@ def test_show_warns_of_a_role_naming_no_model_server_of_the_rollout():
     assert "role_unmatched" not in run_cli("show", PARALLEL, "1-0", "--role", "helper_model=tool_model").stderr
 
 
+def test_show_refuses_a_role_for_the_list_of_rollouts_which_has_no_totals_by_role():
+    result = run_cli("show", PARALLEL, "--role", "helper_model=helper")
+    assert result.exit_code == 2, result.stderr
+    assert "--role labels the totals of one rollout, and the list has none: name a ROLLOUT too" in result.stderr
+    assert result.stdout == ""
+
+
 def test_build_counts_tool_call_records_and_show_function_calls_and_each_says_which(tmp_path):
     """The build summary's count is the tool-call records; show's is the function calls (records
     plus the conversation's calls without one), and says how many of them have a record."""

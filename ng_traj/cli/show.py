@@ -110,6 +110,8 @@ def show(
         roles = parse_roles(role)
     except ValueError as exc:
         raise RunError(str(exc)) from exc
+    if roles and rollout is None:
+        raise RunError("--role labels the totals of one rollout, and the list has none: name a ROLLOUT too")
     reporter = Reporter("show", verbose_option=False)
     reads = read_inputs([source], reporter.sink, max_line_bytes=max_line_bytes)
     console = stdout_console()  # not a terminal: rendered whole, then written (a closed pipe is one quiet 141)
