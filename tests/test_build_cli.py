@@ -91,12 +91,39 @@ def test_a_build_that_builds_nothing_leaves_the_previous_output(tmp_path):
     assert previous.read_text() == "earlier output\n"
 
 
+def test_fail_on_turns_the_diagnostics_reported_into_exit_1_and_still_writes_the_output(tmp_path):
+    out = tmp_path / "out.jsonl"
+    # The retained run has a cut row and a cut capture line: two errors.
+    assert run_cli("build", RETAINED, "-o", out).exit_code == 0
+    out.unlink()
+    failed = run_cli("build", RETAINED, "-o", out, "--fail-on", "error")
+    assert failed.exit_code == 1, failed.stderr
+    assert "2 errors" in failed.stderr and len(out.read_bytes().splitlines()) == 13
+    # Its rows without the cut one, and a --role naming no model server: a warning and no error.
+    clean = tmp_path / "rollouts.jsonl"
+    clean.write_bytes(b"".join(row for row in (RETAINED / "rollouts.jsonl").open("rb") if _parses(row)))
+    warned = ("--role", "no_such_model=judge")
+    assert run_cli("build", clean, "-o", out, "--fail-on", "warning").exit_code == 0
+    assert run_cli("build", clean, "-o", out, *warned, "--fail-on", "error").exit_code == 0
+    result = run_cli("build", clean, "-o", out, *warned, "--fail-on", "warning")
+    assert result.exit_code == 1 and "0 errors, 1 warning" in result.stderr, result.stderr
+
+
+def _parses(line: bytes) -> bool:
+    try:
+        orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return False
+    return True
+
+
 def test_usage_errors_exit_2_without_traceback(tmp_path):
     for args in (
         [tmp_path / "missing", "-o", tmp_path / "o.jsonl"],
         [RETAINED, "-o", tmp_path / "no_such_dir" / "o.jsonl"],
         [RETAINED, "-o", tmp_path / "o.jsonl", "--as", "nonsense"],
         [RETAINED, "-o", tmp_path / "o.jsonl", "--format", "csv"],
+        [RETAINED, "-o", tmp_path / "o.jsonl", "--fail-on", "errors"],
         [RETAINED, "-o", tmp_path],
     ):
         result = run_cli("build", *args)

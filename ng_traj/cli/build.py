@@ -123,6 +123,17 @@ def command(
         ),
     ] = None,
     gym_release: Annotated[str, typer.Option("--gym-release", metavar="RELEASE", help=RELEASE_HELP)] = "0.7",
+    fail_on: Annotated[
+        str | None,
+        typer.Option(
+            "--fail-on",
+            metavar="LEVEL",
+            help="Exit 1 when a diagnostic of LEVEL was reported: error (a line skipped, a row not read, ...) "
+            "or warning (also any warning). The output is written all the same. Default: exit 0 with "
+            "diagnostics reported.",
+            show_default=False,
+        ),
+    ] = None,
     debug: DebugOption = False,
 ) -> None:
     """Assemble trajectories from retained artifacts: rollout rows, model-call capture stores and the
@@ -134,7 +145,8 @@ def command(
     folder per table, each read whole by DuckDB, Polars or pandas). Diagnostics and a summary follow
     (--output-format: text on standard error, json or github on standard output, or on standard
     error with -o -). Exit 0 on success (warnings allowed), 1 when a named input yields nothing (or
-    nothing at all is built: the output is then left as it was), 2 for usage errors.
+    nothing at all is built: the output is then left as it was, or --fail-on's diagnostics were
+    reported), 2 for usage errors.
     """
     settings = dict(
         inputs=inputs,
@@ -155,6 +167,7 @@ def command(
         engine=engine,
         ray_address=ray_address,
         ray_cpus=jobs,
+        fail_on=fail_on,
     )
     guarded(debug, lambda: _run(settings, choose_format(output_format, json_output), verbosity(quiet, verbose)))
 

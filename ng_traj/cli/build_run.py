@@ -19,7 +19,7 @@ from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.assemble.run import run_slots
 from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name
 from ng_traj.cli.output import Reporter
-from ng_traj.diagnostics import RunError, plural, printable, safe_text
+from ng_traj.diagnostics import DiagnosticSink, RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
 from ng_traj.io.compression import logical_name
 from ng_traj.io.files import check_inputs
@@ -55,10 +55,13 @@ class BuildRequest:
     ray_cpus: int | None = None
     report_format: str = "text"
     level: int = 0
+    fail_on: str | None = None
 
 
 FORMATS = ("jsonl", "parquet")
 ENGINES = ("local", "ray")
+FAIL_ON = ("error", "warning")
+"""The severities ``--fail-on`` takes: exit 1 once a diagnostic of it (or, for ``warning``, an error) was reported."""
 
 
 def output_format(requested: str | None, output: str) -> str:
@@ -94,6 +97,8 @@ def _check(request: BuildRequest) -> tuple[str, str]:
     kinds = forcible_kinds()
     if request.force_kind is not None and request.force_kind not in kinds:
         raise RunError(f"--as {request.force_kind!r}: choose from {', '.join(kinds)}")
+    if request.fail_on is not None and request.fail_on not in FAIL_ON:
+        raise RunError(f"--fail-on {request.fail_on!r}: choose from {', '.join(FAIL_ON)}")
     _check_engine(request)
     if request.output is None and request.stdout_is_terminal:
         raise RunError("name an output file with -o (or -o - for standard output)")
@@ -233,7 +238,8 @@ def _build(
     assert summary is not None
     for warning in unmatched_roles(roles, summary.tally.by_role.servers, "this build"):
         sink.add(warning)
-    code = EXIT_DATA if summary.empty_inputs or not summary.tally.trajectories else EXIT_OK
+    failed = summary.empty_inputs or not summary.tally.trajectories or _fails_on(request.fail_on, sink)
+    code = EXIT_DATA if failed else EXIT_OK
     _render(summary, reporter, output, code)
     return code
 
@@ -247,6 +253,13 @@ def _safe(value: Any) -> Any:
     if isinstance(value, dict):
         return {_safe(key): _safe(item) for key, item in value.items()}
     return value
+
+
+def _fails_on(fail_on: str | None, sink: DiagnosticSink) -> bool:
+    """Whether ``--fail-on`` turns the diagnostics reported into exit 1 (the output is written all the same)."""
+    if fail_on is None:
+        return False
+    return sink.errors > 0 or (fail_on == "warning" and sink.warnings > 0)
 
 
 def _engine(request: BuildRequest, output: str, chosen: str, roles: dict[str, str]) -> tuple[Any, Callable]:
