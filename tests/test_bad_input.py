@@ -657,3 +657,82 @@ def test_events_a_json_mode_log_repeats_by_nature_are_no_copies(tmp_path):
     result = run_json("build", path, "-o", tmp_path / "out.jsonl")
     assert result.exit_code == 0, result.stderr
     assert [d["code"] for d in result.diagnostics if d["code"] == "pi_entry_repeated"] == []
+
+
+RETAINED = FIXTURES / "build" / "retained_run" / "input"
+
+
+def test_a_content_part_whose_type_is_a_list_costs_its_item_not_the_build(tmp_path):
+    """An item's shape is told by its first part's ``type`` and its ``status``; a list there was an
+    internal error (``unhashable type``) that stopped the whole build."""
+    run = tmp_path / "run"
+    shutil.copytree(RETAINED, run)
+    rows = (run / "rollouts.jsonl").read_text().split("\n")
+    first = json.loads(rows[0])
+    first["response"]["output"][0]["content"][0]["type"] = ["output_text"]
+    first["response"]["output"][0]["status"] = ["completed"]
+    rows[0] = json.dumps(first)
+    (run / "rollouts.jsonl").write_text("\n".join(rows))
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", run, "-o", out)
+    assert result.exit_code == 0, result.stderr
+    assert "internal error" not in result.stderr and "warning[rollout_item_invalid]" in result.stderr
+    assert len(_records(out)) == 13
+    damaged = tmp_path / "damaged.jsonl"
+    record = _records(out)[0]
+    record["invocations"][0]["conversation"][0]["content"] = [{"type": ["input_text"], "text": "x"}]
+    record["invocations"][0]["conversation"][0]["status"] = ["completed"]
+    damaged.write_bytes(orjson.dumps(record) + b"\n")
+    for command in (["validate"], ["show"], ["matrix"], ["convert", "-o", tmp_path / "d.parquet"]):
+        result = run_cli(command[0], damaged, *command[1:])
+        assert result.exit_code != 0 and "internal error" not in result.stderr, (command, result.stderr)
+        assert "damaged.jsonl:1: error[invalid_conversation_item]" in result.stderr, (command, result.stderr)
+
+
+@pytest.mark.parametrize(
+    ("damage", "where"),
+    [
+        (lambda r: r.update(invocations=7), "invocations: Input should be a valid list (got 7)"),
+        (lambda r: r.update(model_calls={"a": 1}), "model_calls: Input should be a valid list (got dict)"),
+        (
+            lambda r: r["invocations"][0].update(conversation=1.5),
+            "invocations.0.conversation: Input should be a valid list",
+        ),
+        (lambda r: r["invocations"][0]["conversation"][0].update(type=["message"]), "invocations.0.conversation.0:"),
+    ],
+    ids=["invocations", "model_calls", "conversation", "item-type"],
+)
+def test_validate_reports_a_record_of_the_wrong_shape_instead_of_failing(tmp_path, damage, where):
+    """What ``validate`` reads for its revision line (the 0.7.0 keys) walked these without looking:
+    ``'int' object is not iterable``, ``unhashable type: 'list'``."""
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", RETAINED, "-o", out).exit_code == 0
+    record = _records(out)[0]
+    damage(record)
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(orjson.dumps(record) + b"\n")
+    result = run_cli("validate", damaged)
+    assert result.exit_code == 1 and "internal error" not in result.stderr, result.stderr
+    assert "damaged.jsonl:1: error[" in result.stderr and where in result.stderr, result.stderr
+
+
+def test_export_passes_over_reasoning_whose_text_is_not_a_string(tmp_path):
+    """A turn's ``reasoning_content`` is any JSON in the contract; ATIF takes the text of its parts,
+    and a number there was an internal error (``'float' object is not iterable``)."""
+    out = tmp_path / "out.jsonl"
+    assert run_cli("build", RETAINED, "-o", out).exit_code == 0
+    records = [r for r in _records(out) if r.get("turns")]
+    record = records[0]
+    record["turns"][0]["reasoning_content"] = [
+        {"type": "reasoning", "content": [{"type": "reasoning_text", "text": 1.5}, {"text": "kept"}]},
+        {"type": "reasoning", "summary": "not a list"},
+        "not an item",
+    ]
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_bytes(orjson.dumps(record) + b"\n")
+    assert run_cli("validate", damaged).exit_code == 0
+    result = run_cli("export", damaged, "--format", "atif", "-o", tmp_path / "atif")
+    assert result.exit_code in (0, 3) and "internal error" not in result.stderr, result.stderr
+    (document,) = (tmp_path / "atif").glob("*.json")
+    steps = orjson.loads(document.read_bytes())["steps"]
+    assert [step.get("reasoning_content") for step in steps if step.get("reasoning_content")] == ["kept"]

@@ -390,7 +390,10 @@ def _first_part_type(content: Any) -> str | None:
     if not isinstance(content, list) or not content or not isinstance(content[0], dict):
         return None
     part = content[0]
-    return part.get("type") or ("refusal" if "refusal" in part else None)
+    kind = part.get("type")
+    if kind is not None and not isinstance(kind, str):
+        return None  # a list or an object: no part type (the models then say what is wrong with it)
+    return kind or ("refusal" if "refusal" in part else None)
 
 
 def _message_tag(value: dict[str, Any]) -> str:
@@ -398,7 +401,8 @@ def _message_tag(value: dict[str, Any]) -> str:
     content starting with an output part, or empty with an id), else the easy message."""
     content = value.get("content")
     if value.get("role") in ("user", "system", "developer"):
-        return "input_message" if isinstance(content, list) and value.get("status") in _STATUSES else "easy_message"
+        listed = isinstance(content, list) and isinstance(status := value.get("status"), str)
+        return "input_message" if listed and status in _STATUSES else "easy_message"
     if isinstance(content, list):
         if not content:
             return "output_message" if isinstance(value.get("id"), str) else "easy_message"

@@ -50,14 +50,19 @@ ITEM_TYPES_0_7 = frozenset(
 """Conversation item types nemo-gym 0.7.0 added to its item union (earlier releases reject them)."""
 
 
+def _listed(value: Any) -> list[Any]:
+    """``value`` when it is a list, else none: a record whose shape is wrong is checked elsewhere."""
+    return value if isinstance(value, list) else []
+
+
 def _items(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    for invocation in record.get("invocations") or ():
+    for invocation in _listed(record.get("invocations")):
         if isinstance(invocation, dict):
-            yield from (item for item in invocation.get("conversation") or () if isinstance(item, dict))
+            yield from (item for item in _listed(invocation.get("conversation")) if isinstance(item, dict))
 
 
 def _metadata(record: Mapping[str, Any]) -> Iterator[dict[str, Any]]:
-    for call in record.get("model_calls") or ():
+    for call in _listed(record.get("model_calls")):
         metadata = call.get("response_metadata") if isinstance(call, dict) else None
         if isinstance(metadata, dict):
             yield metadata
@@ -68,6 +73,8 @@ def keys_0_7(record: Mapping[str, Any]) -> list[str]:
     found = {key for metadata in _metadata(record) for key in METADATA_KEYS_0_7 if key in metadata}
     for item in _items(record):
         kind = item.get("type", "message")
+        if not isinstance(kind, str):
+            continue
         found.update(key for key in ITEM_KEYS_0_7.get(kind, ()) if key in item)
         if kind in ITEM_TYPES_0_7:
             found.add(f"{kind} item")

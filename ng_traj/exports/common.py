@@ -284,11 +284,20 @@ def text_of(content: Any) -> str | None:
 
 
 def reasoning_text(items: Iterable[Mapping[str, Any]]) -> str | None:
-    """The text of reasoning items (their ``content`` parts, else their ``summary`` parts), joined by newlines."""
+    """The text of reasoning items (their ``content`` parts, else their ``summary`` parts), joined by
+    newlines. Only text parts count: a turn's ``reasoning_content`` is any JSON in the contract, so an
+    item that is not an object, parts that are not a list and a ``text`` that is not a string are passed over."""
     texts = []
     for item in items:
-        parts = item.get("content") or item.get("summary") or []
-        texts.extend(part.get("text") or "" for part in parts if isinstance(part, Mapping) and part.get("text"))
+        if not isinstance(item, Mapping):
+            continue
+        parts = item.get("content") or item.get("summary")
+        if isinstance(parts, list):
+            texts.extend(
+                text
+                for part in parts
+                if isinstance(part, Mapping) and isinstance(text := part.get("text"), str) and text
+            )
     return "\n".join(texts) if texts else None
 
 
