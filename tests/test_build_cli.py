@@ -753,7 +753,7 @@ def test_a_row_longer_than_64_mib_is_recognised_and_built(tmp_path):
     assert record["rollout_id"] == "0-0"
 
 
-@pytest.mark.parametrize("name", ["out.jsonl.gz", "out.jsonl.zst"])
+@pytest.mark.parametrize("name", ["out.jsonl.gz", "out.jsonl.zst", "out.JSONL.GZ", "out.jsonl.Zst"])
 def test_an_output_named_like_a_compressed_file_is_refused_before_reading(tmp_path, name):
     result = run_cli("build", RETAINED, "-o", tmp_path / name)
     assert result.exit_code == 2
@@ -763,6 +763,48 @@ def test_an_output_named_like_a_compressed_file_is_refused_before_reading(tmp_pa
     assert run_cli("build", RETAINED, "-o", dataset).exit_code == 0
     converted = run_cli("convert", dataset, "-o", tmp_path / name)
     assert converted.exit_code == 2 and "not compressed" in converted.stderr
+
+
+def test_a_file_output_named_as_a_folder_is_refused_and_a_folder_output_may_end_in_a_slash(tmp_path):
+    """``-o results/`` lost its ``/`` and a file named ``results`` was written, by every command."""
+    dataset, rows = tmp_path / "ds.parquet", tmp_path / "rows.jsonl"
+    result = run_cli("build", RETAINED, "-o", f"{dataset}/")  # a dataset is a folder: named as one
+    assert result.exit_code == 0 and (dataset / "ng_traj.json").is_file(), result.stderr
+    assert run_cli("convert", f"{dataset}/", "-o", rows).exit_code == 0
+    made = set(tmp_path.iterdir())
+    for command, example in (
+        (["build", RETAINED], "out.jsonl"),
+        (["convert", dataset], "out.jsonl"),
+        (["report", rows], "report.html"),
+        (["export", rows, "--format", "otlp"], "traces.jsonl"),
+    ):
+        result = run_cli(*command, "-o", f"{tmp_path}/results/")
+        assert result.exit_code == 2, (command, result.stderr)
+        assert result.stderr == (
+            f"error: -o {tmp_path}/results/ names a folder (it ends in /), and this output is one file: name the "
+            f"file, such as {tmp_path}/results/{example}, or drop the / to write the file {tmp_path}/results\n"
+        )
+    assert set(tmp_path.iterdir()) == made
+
+
+@pytest.mark.parametrize(
+    ("options", "name", "why"),
+    [
+        (["--format", "otlp"], "traces.jsonl.gz", "the output is written as plain JSONL, not compressed"),
+        (
+            ["--format", "otlp", "--split"],
+            "traces.jsonl",
+            "--split writes a folder of files, and traces.jsonl is named",
+        ),
+        (["--format", "atif"], "atif.json", "ATIF writes a folder of files, and atif.json is named as one JSON file"),
+    ],
+)
+def test_export_refuses_an_output_its_name_contradicts(tmp_path, options, name, why):
+    rows = tmp_path / "rows.jsonl"
+    assert run_cli("build", RETAINED, "-o", rows).exit_code == 0
+    result = run_cli("export", rows, *options, "-o", tmp_path / name)
+    assert result.exit_code == 2 and why in result.stderr, result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["rows.jsonl"]
 
 
 def test_an_output_link_to_an_input_is_refused_and_the_input_left_alone(tmp_path):

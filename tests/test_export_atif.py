@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import sys
 from pathlib import Path
 
@@ -518,6 +519,19 @@ def test_standard_output_is_refused_saying_why_not_asking_for_the_o_given(fmt):
     (line,) = result.stderr.splitlines()
     assert line.startswith("error: -o -: export cannot write to standard output: it writes several files")
     assert "completeness report" in line and "name an output path with -o" not in line
+
+
+@pytest.mark.parametrize("special", ["/dev/null", "/dev/stdout", "fifo"])
+def test_a_device_a_stream_or_a_pipe_is_refused_as_output_and_nothing_is_made_beside_it(tmp_path, special):
+    """``-o /dev/null`` made ``/dev/null.completeness.json``; ``-o /dev/stdout`` wrote the traces there too."""
+    if special == "fifo":
+        special = tmp_path / "pipe"
+        os.mkfifo(special)
+    before = set(Path(special).parent.iterdir())
+    result = run_cli("export", RETAINED, "--format", "otlp", "-o", special)
+    assert result.exit_code == 2 and result.stdout == "", result.stderr
+    assert f"error: -o {special} is not a regular file or folder" in result.stderr
+    assert set(Path(special).parent.iterdir()) == before
 
 
 def _split_rollouts(tmp_path: Path) -> tuple[Path, Path]:

@@ -17,7 +17,7 @@ from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.inputs import refuse_output_among_inputs
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.assemble.run import run_slots
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name
+from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name, refuse_folder_name
 from ng_traj.cli.output import Reporter
 from ng_traj.diagnostics import DiagnosticSink, RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
@@ -74,12 +74,12 @@ def output_format(requested: str | None, output: str) -> str:
     Raises:
         RunError: An unknown format, Parquet to standard output, or a format the name contradicts.
     """
-    chosen = requested or ("parquet" if output.endswith(".parquet") else "jsonl")
+    chosen = requested or ("parquet" if Path(output).name.endswith(".parquet") else "jsonl")  # out.parquet/ too
+    named = logical_name(Path(output).name)
     if chosen not in FORMATS:
         raise RunError(f"--format {requested!r}: choose from {', '.join(FORMATS)}")
     if chosen == "parquet" and output == STDOUT:
         raise RunError("a Parquet dataset is a directory: name it with -o (standard output takes JSONL only)")
-    named = logical_name(Path(output).name)
     if chosen == "parquet" and named.endswith((".jsonl", ".json")):
         raise RunError(
             f"-o {output} names a JSONL file, but --format parquet writes a dataset folder: "
@@ -111,6 +111,7 @@ def _check(request: BuildRequest) -> tuple[str, str]:
         raise RunError("--attach writes rollout rows (JSONL); a Parquet dataset holds trajectories: drop one")
     if output != STDOUT:
         if chosen == "jsonl":
+            refuse_folder_name(output, "out.jsonl")
             refuse_compressed_name(output)
         _check_target(output, chosen, probe=False)  # nothing made yet: probed once no input is the output
     if output != STDOUT and request.manifest is not None:

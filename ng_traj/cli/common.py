@@ -116,11 +116,31 @@ def refuse_compressed_name(output: str) -> None:
     from ng_traj.io.compression import logical_name
 
     name = Path(output).name
-    plain = logical_name(name)
+    lowered = name.lower()  # .GZ and .Zst too
+    plain = name[: len(name) - (len(lowered) - len(logical_name(lowered)))]
     if plain != name:
         raise RunError(
             f"-o {output}: the output is written as plain JSONL, not compressed; name it {plain} "
             "(and compress it afterwards, with gzip or zstd, if you need to: ng-traj reads it back either way)"
+        )
+
+
+def refuse_folder_name(output: str, example: str) -> None:
+    """Refuse a file output named as a folder (``-o results/``): the name would lose its ``/`` and a
+    file named ``results`` would be written, where the user asked for a folder.
+
+    Args:
+        output: The ``-o`` argument as given.
+        example: A file name to suggest inside it (``out.jsonl``).
+
+    Raises:
+        RunError: ``output`` ends in ``/``.
+    """
+    if output.endswith(os.sep) or (os.altsep is not None and output.endswith(os.altsep)):
+        folder = output.rstrip(os.sep + (os.altsep or ""))
+        raise RunError(
+            f"-o {output} names a folder (it ends in {os.sep}), and this output is one file: name the file, "
+            f"such as {output}{example}" + (f", or drop the {os.sep} to write the file {folder}" if folder else "")
         )
 
 

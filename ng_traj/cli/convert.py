@@ -18,6 +18,7 @@ from ng_traj.cli.common import (
     guarded,
     gym_release,
     refuse_compressed_name,
+    refuse_folder_name,
 )
 from ng_traj.cli.output import (
     QuietOption,
@@ -92,6 +93,7 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
     refuse_parquet_file(source)
     release = gym_release(requested, "jsonl" if source.is_dir() else "parquet")
     if source.is_dir() and output != STDOUT:
+        refuse_folder_name(output, "out.jsonl")
         refuse_compressed_name(output)
     if not source.is_dir():
         if output == STDOUT:

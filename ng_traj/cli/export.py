@@ -19,6 +19,8 @@ from ng_traj.cli.common import (
     RedactPatternOption,
     guarded,
     redactor,
+    refuse_compressed_name,
+    refuse_folder_name,
 )
 from ng_traj.cli.output import (
     QuietOption,
@@ -54,7 +56,7 @@ def command(
         typer.Option("--format", "-f", metavar="FORMAT", help="atif (ATIF v1.8 documents) or otlp (OTLP/JSON traces)."),
     ],
     output: Annotated[
-        Path,
+        str,
         typer.Option(
             "-o",
             "--output",
@@ -121,7 +123,7 @@ def command(
 def _run(
     inputs: tuple[Path, ...],
     format_: str,
-    output: Path,
+    raw: str,
     strict: bool,
     split: bool,
     agent_version: str | None,
@@ -133,7 +135,10 @@ def _run(
 ) -> int:
     if format_ not in FORMATS:
         raise RunError(f"--format {format_!r}: choose atif or otlp")
-    if str(output) == STDOUT:
+    from ng_traj.io.compression import logical_path
+
+    output = Path(raw)
+    if raw == STDOUT:
         raise RunError(
             "-o -: export cannot write to standard output: it writes several files (a document per rollout, "
             "or traces) and a completeness report beside them; name a folder or file, such as -o atif/ "
@@ -145,13 +150,27 @@ def _run(
             "name the folder or file, such as -o atif/ or -o traces.jsonl"
         )
     from ng_traj.exports.run import check_report
+    from ng_traj.io.atomic import is_special
 
+    if is_special(output):  # /dev/null, /dev/stdout, a FIFO: the report beside it would be made in /dev
+        raise RunError(
+            f"-o {output} is not a regular file or folder (a device, a pipe, a standard stream): export writes "
+            "a completeness report beside its output; name a folder or file, such as -o atif/ or -o traces.jsonl"
+        )
     check_report(output)
     if split and format_ != "otlp":
         raise RunError("--split is for --format otlp (ATIF is one file per rollout already)")
     if format_ == "otlp" and (agent_version is not None or session_id is not None):
         given = "--agent-version" if agent_version is not None else "--session-id"
         raise RunError(f"{given} is for --format atif (OTLP traces have no place for it)")
+    if format_ == "otlp" and not split:
+        refuse_folder_name(raw, "traces.jsonl")
+        refuse_compressed_name(raw)
+    elif logical_path(output).suffix in (".jsonl", ".json"):
+        raise RunError(
+            f"-o {raw}: {'--split' if split else 'ATIF'} writes a folder of files, and {output.name} is named as "
+            "one JSON file; name the folder without .jsonl or .json, such as -o " + ("traces/" if split else "atif/")
+        )
     if format_ == "otlp" and not split and output.is_dir():
         raise RunError(f"{output} is a directory: an OTLP export is one .jsonl file (or use --split)")
     if (format_ == "atif" or split) and output.exists() and not output.is_dir():

@@ -19,6 +19,7 @@ from ng_traj.cli.common import (
     RedactPatternOption,
     guarded,
     redactor,
+    refuse_folder_name,
 )
 from ng_traj.cli.output import (
     QuietOption,
@@ -37,7 +38,7 @@ from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES
 def command(
     inputs: Annotated[list[Path], typer.Argument(metavar="INPUT", help=INPUT_HELP, show_default=False, **PATH_CHECKS)],
     output: Annotated[
-        Path,
+        str,
         typer.Option(
             "--output",
             "-o",
@@ -86,7 +87,7 @@ def command(
         debug,
         lambda: run(
             inputs,
-            output,
+            _file_output(output),
             list(compare or ()),
             title,
             tuple(role or ()),
@@ -100,6 +101,12 @@ def command(
             ),
         ),
     )
+
+
+def _file_output(output: str) -> Path:
+    """The ``-o`` of the HTML file, refused when named as a folder (``refuse_folder_name``)."""
+    refuse_folder_name(output, "report.html")
+    return Path(output)
 
 
 def run(

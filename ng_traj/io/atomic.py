@@ -104,7 +104,7 @@ def check_file_target(target: Path, *, probe: bool = True) -> Path:
             ``target`` is a device or FIFO, written in place), or ``target`` is a directory or a loop
             of symbolic links (:func:`output_folder`).
     """
-    parent = output_folder(target, probe=probe and not _is_special(target))
+    parent = output_folder(target, probe=probe and not is_special(target))
     if target.is_dir() and not target.is_symlink():
         raise RunError(f"output {target} is a directory; give a file path")
     return parent
@@ -213,7 +213,7 @@ class AbortWrite(Exception):
     """Raised inside an ``atomic_file`` block to drop what was written and leave the target as it was."""
 
 
-def _is_special(target: Path) -> bool:
+def is_special(target: Path) -> bool:
     """True for an existing target that is not a regular file (a device, a FIFO), or a link to an open
     descriptor (``/dev/stdout``, ``/dev/fd/1``: a link into ``/proc``, whatever it names)."""
     if target.is_symlink() and _descriptor_link(target):
@@ -388,7 +388,7 @@ def atomic_file(path: str | Path) -> Iterator[BinaryIO]:
         _commit_point()
         return
     target = Path(path)
-    if _is_special(target):
+    if is_special(target):
         check_file_target(target)
         with _write_errors(str(target)), contextlib.suppress(AbortWrite), open(target, "wb") as handle:
             yield WholeWrites(handle)  # type: ignore[misc]
