@@ -36,7 +36,7 @@ from ng_traj.io.spans import text_copies
 from ng_traj.matrix import NO_PRODUCER, UNKNOWN, RecordContext, agent_invocations
 from ng_traj.records import ReadRecord, read_dataset_records, read_file, row_facts
 from ng_traj.sources.capture.record import token_stats
-from ng_traj.sources.detect import own_output, unreadable, walk
+from ng_traj.sources.detect import own_output, skipped_link, unreadable, walk
 from ng_traj.sources.rollouts.rows import is_rollout_row
 from ng_traj.sources.sniff import first_record
 from ng_traj.writers.dataset_paths import MISSING_MANIFEST, is_dataset, without_manifest
@@ -67,6 +67,8 @@ class MatrixInputs:
     unreadable: list[OSError] = field(default_factory=list)
     """Folders under a named folder not handed to the build whole that could not be listed, and files
     there that could not be opened."""
+    links: list[Path] = field(default_factory=list)
+    """Symbolic links to folders under such a named folder: not entered (one info each)."""
 
 
 def _kind(file: Path) -> str:
@@ -89,12 +91,14 @@ def _unopenable(file: Path) -> OSError | None:
     return None
 
 
-def _walked(named: Path, on_error: Callable[[OSError], None]) -> list[tuple[Path, str]]:
+def _walked(
+    named: Path, on_error: Callable[[OSError], None], on_link: Callable[[Path], None]
+) -> list[tuple[Path, str]]:
     """``(file, kind)`` of each file under the folder ``named`` (:func:`_kind`), a dataset folder
     under it once, as itself (``dataset``), not as its table files."""
     found: list[tuple[Path, str]] = []
     datasets: set[Path] = set()
-    for file in walk(named, on_error):
+    for file in walk(named, on_error, on_link):
         owner = next((parent for parent in file.parents if parent.is_relative_to(named) and is_dataset(parent)), None)
         if owner is None:
             found.append((file, _kind(file)))
@@ -121,11 +125,12 @@ def classify(paths: list[Path]) -> MatrixInputs:
     """
     kinds: dict[Path, list[tuple[Path, str]]] = {}
     unlisted: dict[Path, list[OSError]] = {}
+    links: dict[Path, list[Path]] = {}
     for named in paths:
         if without_manifest(named):
             raise RunError(f"{named}: {MISSING_MANIFEST}")
-        errors = unlisted.setdefault(named, [])
-        kinds[named] = [(named, "dataset")] if is_dataset(named) else _walked(named, errors.append)
+        errors, linked = unlisted.setdefault(named, []), links.setdefault(named, [])
+        kinds[named] = [(named, "dataset")] if is_dataset(named) else _walked(named, errors.append, linked.append)
     built = ("raw", "rows") if any(k == "raw" for files in kinds.values() for _, k in files) else ("raw",)
     inputs = MatrixInputs()
     for named, files in kinds.items():
@@ -144,6 +149,7 @@ def classify(paths: list[Path]) -> MatrixInputs:
             inputs.raw.append(named)
             continue
         inputs.unreadable.extend(unlisted[named])
+        inputs.links.extend(links[named])
     return inputs
 
 
@@ -205,6 +211,8 @@ def all_records(
     inputs = classify(paths)
     for exc in inputs.unreadable:
         sink.add(unreadable(exc))
+    for folder in inputs.links:
+        sink.add(skipped_link(folder))
     for path, own in inputs.own:
         sink.add(Diagnostic("info", "input_unsupported", f"recognised as {own}; skipped", path=str(path)))
     for path in inputs.records:

@@ -39,7 +39,7 @@ from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
 from ng_traj.input_kind import holds_trajectories, not_trajectories
 from ng_traj.io.files import check_inputs
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
-from ng_traj.sources.detect import own_output, unreadable, walk
+from ng_traj.sources.detect import own_output, skipped_link, unreadable, walk
 from ng_traj.sources.sniff import json_named
 from ng_traj.writers.dataset_paths import (
     MISSING_MANIFEST,
@@ -209,6 +209,7 @@ def input_files(paths: Iterable[Path], outputs: Iterable[Path] = (), sink: Diagn
             without its manifest.
     """
     on_error = (lambda exc: sink.add(unreadable(exc))) if sink is not None else None
+    on_link = (lambda folder: sink.add(skipped_link(folder))) if sink is not None else None
     found: dict[Path, None] = {}
     written = [Path(os.path.realpath(output)) for output in outputs]
     paths = list(paths)
@@ -220,7 +221,7 @@ def input_files(paths: Iterable[Path], outputs: Iterable[Path] = (), sink: Diagn
             raise RunError(f"{named} is a table folder of a Parquet dataset: name the dataset folder {dataset}")
         if without_manifest(named):
             raise RunError(f"{named}: {MISSING_MANIFEST}")
-        for file in [named] if is_dataset(named) else walk(named, on_error):
+        for file in [named] if is_dataset(named) else walk(named, on_error, on_link):
             if file != named and written and _earlier_output(file, written):
                 continue
             owner = next((p for p in file.parents if p.is_relative_to(named) and is_dataset(p)), None)

@@ -31,6 +31,25 @@ def test_walk_gives_files_in_sorted_order_files_before_subfolders(tmp_path):
     assert names == ["b-c.jsonl", "top.jsonl", "a/w.jsonl", "a/x/y.jsonl", "b/a.jsonl", "b/z.jsonl"]
 
 
+def test_a_symlinked_folder_not_entered_is_handed_to_on_link_and_said_by_every_command(tmp_path):
+    """A folder reached through a link was skipped without a word: ``build FOLDER`` said only that
+    nothing usable was built."""
+    from conftest import FIXTURES, run_cli
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "in" / "run").symlink_to(FIXTURES / "build" / "retained_run" / "input", target_is_directory=True)
+    linked: list[Path] = []
+    assert list(walk(tmp_path / "in", on_link=linked.append)) == []
+    assert linked == [tmp_path / "in" / "run"]
+    said = f"{tmp_path / 'in' / 'run'}: info[folder_link_skipped]: a symbolic link to a folder, not followed"
+    result = run_cli("build", tmp_path / "in", "-o", tmp_path / "out.jsonl")
+    assert result.exit_code == 1 and said in result.stderr, result.stderr
+    assert run_cli("build", tmp_path / "in" / "run", "-o", tmp_path / "out.jsonl").exit_code == 0  # named: read
+    for command in (["validate"], ["matrix"], ["show"]):
+        result = run_cli(*command, tmp_path / "in")
+        assert said in result.stderr, (command, result.stderr)
+
+
 def test_walk_of_a_file_is_the_file_itself(tmp_path):
     file = tmp_path / "one.jsonl"
     file.write_text("{}\n")

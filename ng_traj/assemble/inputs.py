@@ -20,7 +20,7 @@ from ng_traj.io.compression import CompressedStreamError, is_compressed, logical
 from ng_traj.io.files import check_inputs, check_regular, note_regular, resolved
 from ng_traj.io.lines import BOM, STREAM_INVALID, UTF16_CODE, file_utf16, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
-from ng_traj.sources.detect import claims, forcible_kinds, walk
+from ng_traj.sources.detect import claims, forcible_kinds, skipped_link, walk
 from ng_traj.sources.detect import unreadable as unreadable_diagnostic
 from ng_traj.sources.manifest import ManifestEntry
 from ng_traj.sources.native import READERS
@@ -209,7 +209,7 @@ def discover(
             continue
         named_entry = attributed.get(resolved(named)) if attributed else None
         named_text = str(named)  # one string per named input, shared by the index entries of its files
-        for file in walk(named, unreadable):
+        for file in walk(named, unreadable, lambda folder: sink.add(skipped_link(folder))):
             link = _lstat(file)
             identity = _file_identity(file, link)
             if output is not None and (identity == output or (_is_link(link) and _stat_identity(file) == output)):

@@ -173,19 +173,22 @@ def _sniff(sniffer: Callable[[Sniffed], Claim | None], sniffed: Sniffed) -> Clai
         return None
 
 
-def walk(path: Path, on_error: Callable[[OSError], None] | None = None) -> Iterator[Path]:
+def walk(
+    path: Path, on_error: Callable[[OSError], None] | None = None, on_link: Callable[[Path], None] | None = None
+) -> Iterator[Path]:
     """Files under ``path`` in sorted order (hidden entries skipped); ``path`` itself when a file.
 
     What ``os.walk`` gives (top-down, no symlinked folder entered, each folder's files before its
     subfolders, both in sorted order), read with ``os.scandir``: an entry is told a folder, a file or
     a symlink by the type its folder's listing gives (no ``stat`` or ``lstat`` per entry where the
     file system gives types), and each file's ``Path`` is its folder's joined with the name. A folder
-    that cannot be listed is handed to ``on_error`` and skipped.
+    that cannot be listed is handed to ``on_error`` and skipped; a symbolic link to a folder, which
+    is not entered (a link can loop, or lead out of the folder named), is handed to ``on_link``.
     """
     if not path.is_dir():
         yield path
         return
-    yield from _walk_folder(str(path), on_error)
+    yield from _walk_folder(str(path), on_error, on_link)
 
 
 def unreadable(exc: OSError) -> Diagnostic:
@@ -194,7 +197,19 @@ def unreadable(exc: OSError) -> Diagnostic:
     return Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(exc.filename))
 
 
-def _walk_folder(root: str, on_error: Callable[[OSError], None] | None) -> Iterator[Path]:
+def skipped_link(folder: Path) -> Diagnostic:
+    """The ``folder_link_skipped`` info of a symbolic link to a folder that :func:`walk` did not enter."""
+    return Diagnostic(
+        "info",
+        "folder_link_skipped",
+        "a symbolic link to a folder, not followed inside a named folder; name it to read what it links to",
+        path=str(folder),
+    )
+
+
+def _walk_folder(
+    root: str, on_error: Callable[[OSError], None] | None, on_link: Callable[[Path], None] | None
+) -> Iterator[Path]:
     try:
         with os.scandir(root) as listing:
             entries = [entry for entry in listing if not entry.name.startswith(".")]
@@ -214,7 +229,9 @@ def _walk_folder(root: str, on_error: Callable[[OSError], None] | None) -> Itera
         yield folder / name
     for entry in sorted(folders, key=lambda entry: entry.name):
         if not _is_link(entry):  # as os.walk: a symlinked folder is listed, never entered
-            yield from _walk_folder(entry.path, on_error)
+            yield from _walk_folder(entry.path, on_error, on_link)
+        elif on_link is not None:
+            on_link(Path(entry.path))
 
 
 def _is_folder(entry: os.DirEntry[str]) -> bool:
