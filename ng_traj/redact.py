@@ -218,13 +218,32 @@ def unmaskable_keys() -> frozenset[str]:
     return frozenset(_normalise(name) for name, annotation in _contract_fields() if not _accepts_text(annotation))
 
 
+JOINING_KEYS = frozenset(
+    {
+        "rollout_id",
+        "task_id",
+        "invocation_id",
+        "parent_invocation_id",
+        "model_call_id",
+        "tool_call_id",
+        "spawned_by_tool_call_id",
+        "response_id",
+        "call_id",
+    }
+)
+"""The ids a trajectory names its rollout and its parts by, and joins them with (a turn's model calls,
+a sub-agent's spawning tool call, a function call's output): masked, every rollout would have the
+same id and every reference would name nothing. Refused as ``--redact-key`` (:func:`check_keys`)."""
+
+
 def check_keys(keys: Iterable[str]) -> None:
     """Refuse ``--redact-key`` names that cannot be masked: checked before any input is read.
 
     Raises:
-        ValueError: A key is empty or only spaces (it names no key a record has), or names a field the
-            trajectory contract constrains (:func:`unmaskable_keys`); the message names the key, says
-            why, and points to ``--redact-pattern``.
+        ValueError: A key is empty or only spaces (it names no key a record has), names an id records
+            are joined by (:data:`JOINING_KEYS`) or a field the trajectory contract constrains
+            (:func:`unmaskable_keys`); the message names the key, says why, and points to
+            ``--redact-pattern``.
     """
     keys = list(keys)
     for key in keys:
@@ -237,6 +256,12 @@ def check_keys(keys: Iterable[str]) -> None:
         return
     unmaskable = unmaskable_keys()
     for key in keys:
+        if _normalise(key) in JOINING_KEYS:
+            raise ValueError(
+                f"--redact-key {key}: {key} is an id that names rollouts or their parts and joins them, so masking "
+                "it would make them indistinguishable and every reference to them dangle; to mask a secret "
+                "inside an id, use --redact-pattern"
+            )
         if _normalise(key) in unmaskable:
             constrained = constrained_values().get(_normalise(key))
             what = (

@@ -198,6 +198,16 @@ def test_build_invalid_redact_pattern_is_a_usage_error(tmp_path):
     assert "Traceback" not in result.stderr and not out.exists()
 
 
+@pytest.mark.parametrize("key", ["rollout_id", "Task-ID", "invocation_id", "call_id", "response_id"])
+def test_a_mask_over_the_ids_records_are_joined_by_is_refused(tmp_path, key):
+    """``--redact-key rollout_id`` gave every rollout the id ``[REDACTED]``, and the records still validated."""
+    out = tmp_path / "out.jsonl"
+    result = run_cli("build", _rollouts(tmp_path, "x"), "-o", out, "--redact-key", key)
+    assert result.exit_code == 2 and not out.exists(), result.stderr
+    assert result.stderr.startswith(f"error: --redact-key {key}: {key} is an id that names rollouts or their parts")
+    assert run_cli("build", _rollouts(tmp_path, "x"), "-o", out, "--redact-key", "api_key").exit_code == 0
+
+
 @pytest.mark.parametrize("jobs", ["1", "2"])
 def test_a_mask_over_a_value_the_contract_constrains_is_a_usage_error_naming_it(tmp_path, jobs):
     rollouts = _rollouts(tmp_path, "x")
