@@ -930,6 +930,23 @@ NOT_A_MANIFEST = "is not a manifest (JSONL or CSV rows of rollout_id, path, kind
 
 
 @pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        ("rollout_id,path\n0-0,capture/0-0.capture.jsonl\n".encode("utf-16"), "the file looks UTF-16LE"),
+        (b"rollout_id,path\n\xff0-0,capture/0-0.capture.jsonl\n", "it is not UTF-8 text (byte ff)"),
+    ],
+    ids=["utf-16", "latin-1"],
+)
+def test_a_csv_manifest_that_is_not_utf8_says_so_in_words(tmp_path, content, why):
+    """Its reason was Python's: ``'utf-8' codec can't decode byte 0xff in position 0``."""
+    manifest = tmp_path / "m.csv"
+    manifest.write_bytes(content)
+    result = run_cli("build", RETAINED, "-o", tmp_path / "out.jsonl", "--manifest", manifest)
+    assert result.exit_code == 2 and f"error: manifest {manifest} cannot be read: {why}" in result.stderr
+    assert "codec" not in result.stderr
+
+
+@pytest.mark.parametrize(
     ("name", "content", "why", "reported"),
     [
         (
@@ -943,11 +960,17 @@ NOT_A_MANIFEST = "is not a manifest (JSONL or CSV rows of rollout_id, path, kind
         (
             "m.jsonl",
             b'{"_ng_task_index": 0}\n{"rollout_id": "0-0"}\n',
-            "no row has rollout_id and path (2 rows read)",
+            "no row has rollout_id and path (2 rows read; line 1: no rollout_id; no path)",
+            [],
+        ),
+        (
+            "m.jsonl",
+            b'{"rollout_id": 5, "path": "capture"}\n',
+            "no row has rollout_id and path (1 row read; line 1: rollout_id is not text (int 5))",
             [],
         ),
     ],
-    ids=["jsonl-no-object", "csv-binary", "csv-other-columns", "jsonl-other-rows"],
+    ids=["jsonl-no-object", "csv-binary", "csv-other-columns", "jsonl-other-rows", "jsonl-number-id"],
 )
 def test_a_manifest_that_is_no_manifest_stops_the_build_before_any_output(tmp_path, name, content, why, reported):
     """A named manifest none of whose lines is a manifest row is the wrong file: building without the

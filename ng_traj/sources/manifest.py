@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, plural, quoted
+from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError, plural, printable, quoted
 from ng_traj.io.files import check_inputs, resolved
-from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, read_json_objects
+from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, file_utf16, read_json_objects
 
 COLUMNS = ("rollout_id", "path", "kind", "run", "session_id")
 """The columns a manifest row may have; others are reported once each and ignored."""
@@ -76,7 +76,10 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
     if path.suffix.lower() == ".csv":
         try:
             header, rows = _csv_rows(path)
-        except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        except UnicodeDecodeError as exc:
+            why = file_utf16(path) or f"it is not UTF-8 text (byte {exc.object[exc.start : exc.start + 1].hex()})"
+            raise RunError(f"manifest {path} cannot be read: {why}") from exc
+        except (OSError, csv.Error) as exc:
             raise RunError(f"manifest {path} cannot be read: {exc}") from exc
         if header is not None and not {"rollout_id", "path"} <= set(header):
             shown = ", ".join(quoted(column) for column in header[:5]) + (", …" if len(header) > 5 else "")
@@ -87,7 +90,11 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
         if not rows and damaged.errors:
             raise RunError(f"{_not_a_manifest(path)}: none of its lines is a JSON object")
     if rows and not any(_entry(row, base) for _, row in rows):
-        raise RunError(f"{_not_a_manifest(path)}: no row has rollout_id and path ({plural(len(rows), 'row')} read)")
+        line, first = rows[0]
+        raise RunError(
+            f"{_not_a_manifest(path)}: no row has rollout_id and path ({plural(len(rows), 'row')} read; "
+            f"line {line}: {_incomplete(first)})"
+        )
     if not rows:
         message = "holds no rows; nothing is attributed by it"
         sink.add(Diagnostic("warning", "manifest_empty", message, path=str(path)))
@@ -99,12 +106,27 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
                 message = f"unknown column {quoted(column)} (a manifest has {', '.join(COLUMNS)}); ignored"
                 sink.add(Diagnostic("warning", "manifest_column_unknown", message, path=str(path), line=number))
         entry = _entry(row, base)
-        problem = _problem(entry)
+        problem = _problem(entry, row)
         if problem is not None:
             sink.add(Diagnostic("error", problem[0], problem[1], path=str(path), line=number))
             continue
         entries.append(replace(entry, where=(str(path), number)))  # type: ignore[arg-type]
     return _distinct(entries, path, sink)
+
+
+def _incomplete(row: dict[str, object]) -> str:
+    """Why ``row`` gives no entry (:func:`_entry`): which of ``rollout_id`` and ``path`` it lacks, is
+    empty, or is not text (a JSON number, say), as ``no path; rollout_id is not text (int 5)``."""
+    reasons = []
+    for key in ("rollout_id", "path"):
+        value = row.get(key)
+        if value is None:
+            reasons.append(f"no {key}")
+        elif not isinstance(value, str):
+            reasons.append(f"{key} is not text ({type(value).__name__} {printable(repr(value))[:40]})")
+        elif not value:
+            reasons.append(f"{key} is empty")
+    return "; ".join(reasons)
 
 
 def _not_a_manifest(path: Path) -> str:
@@ -162,15 +184,17 @@ def _csv_rows(path: Path) -> tuple[list[str] | None, list[tuple[int, dict[str, A
         csv.field_size_limit(previous)
 
 
-def _problem(entry: ManifestEntry | None) -> tuple[str, str] | None:
-    """Why a manifest row cannot be used, as ``(diagnostic code, message)``, or ``None``.
+def _problem(entry: ManifestEntry | None, row: dict[str, object]) -> tuple[str, str] | None:
+    """Why a manifest row (``entry``, ``None`` when :func:`_entry` gave none) cannot be used, as
+    ``(diagnostic code, message)``, or ``None``.
 
-    ``manifest_row_invalid`` for a row without ``rollout_id`` and ``path``, a ``path`` that does not
-    exist (``ENOENT``, ``ENOTDIR``) or an unknown ``kind``; ``unreadable_file`` with the OS reason for a
-    ``path`` that cannot be looked at (``ELOOP``: "Too many levels of symbolic links", ``EACCES``).
+    ``manifest_row_invalid`` for a row without ``rollout_id`` and ``path`` as text (:func:`_incomplete`
+    says which), a ``path`` that does not exist (``ENOENT``, ``ENOTDIR``) or an unknown ``kind``;
+    ``unreadable_file`` with the OS reason for a ``path`` that cannot be looked at (``ELOOP``: "Too many
+    levels of symbolic links", ``EACCES``).
     """
     if entry is None:
-        return "manifest_row_invalid", "needs rollout_id and path"
+        return "manifest_row_invalid", f"needs rollout_id and path, as text: {_incomplete(row)}"
     try:
         os.stat(entry.path)
     except (FileNotFoundError, NotADirectoryError):
