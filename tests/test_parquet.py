@@ -230,7 +230,11 @@ def test_validate_reads_a_dataset_and_reports_broken_rows(tmp_path):
     rewrite_table(dataset, "model_calls", broken)
     result = run_cli("validate", dataset)
     assert result.exit_code == 1
-    assert f"{dataset}:1: error[dataset_invalid]: rows do not form a trajectory (JSONDecodeError" in result.stderr
+    assert (
+        f"{dataset}:1: error[dataset_invalid]: rows do not form a trajectory: model_calls.request holds no JSON: "
+        "unexpected character" in result.stderr
+    ), result.stderr
+    assert "JSONDecodeError" not in result.stderr
     rewrite_table(dataset, "model_calls", calls.drop_columns(["prompt_tokens"]))
     result = run_cli("validate", dataset)
     assert result.exit_code == 1 and "missing 1 column: prompt_tokens" in result.stderr

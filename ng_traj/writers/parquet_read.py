@@ -183,8 +183,12 @@ def _joined(head: dict[str, Any], cursors: dict[str, _Cursor]) -> DatasetRecord:
         return DatasetRecord(index, None, f"rows do not form the trajectory ({problem}); skipped", stray, 0, columns)
     try:
         return DatasetRecord(index, record_value(tables), None, stray, 0, columns)
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
-        problem = f"rows do not form a trajectory ({type(exc).__name__}: {exc})"
+    except CellNotJson as exc:
+        return DatasetRecord(index, None, f"rows do not form a trajectory: {exc}", stray, 0, columns)
+    except KeyError as exc:
+        return DatasetRecord(index, None, f"rows do not form a trajectory: no column {exc}", stray, 0, columns)
+    except TypeError as exc:
+        problem = f"rows do not form a trajectory: a value of the wrong type ({exc})"
         return DatasetRecord(index, None, problem, stray, 0, columns)
 
 
@@ -236,8 +240,23 @@ def _unref(ref: Mapping[str, Any]) -> dict[str, Any]:
     return {"model_call_id": ref["model_call_id"], "model_ref": _model_ref(ref), "response_id": ref["response_id"]}
 
 
-def _unjson(text: str | None) -> Any:
-    return None if text is None else orjson.loads(text)
+class CellNotJson(ValueError):
+    """A JSON text column whose cell does not hold JSON; the message names the table and column."""
+
+
+def _unjson(row: Mapping[str, Any], column: str, table: str) -> Any:
+    """The JSON value of ``row[column]`` (``None`` for null).
+
+    Raises:
+        CellNotJson: The text is not JSON (``model_calls.request holds no JSON: unexpected character ...``).
+    """
+    text = row[column]
+    if text is None:
+        return None
+    try:
+        return orjson.loads(text)
+    except orjson.JSONDecodeError as exc:
+        raise CellNotJson(f"{table}.{column} holds no JSON: {exc}") from exc
 
 
 def _pick(row: Mapping[str, Any], names: Iterable[str]) -> dict[str, Any]:
@@ -248,13 +267,13 @@ def record_value(tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
     """The ``ng_trajectory`` JSON value of one trajectory from its rows (as dicts, in row order).
 
     Raises:
-        orjson.JSONDecodeError: A JSON text column does not hold JSON.
+        CellNotJson: A JSON text column does not hold JSON.
         KeyError: A column is missing.
     """
     head = tables["trajectories"][0]
     items: dict[int, list[Any]] = {}
     for row in tables["conversation_items"]:
-        items.setdefault(row["invocation_index"], []).append(_unjson(row["item"]))
+        items.setdefault(row["invocation_index"], []).append(_unjson(row, "item", "conversation_items"))
     invocations = [
         {
             **_pick(row, ("invocation_id", "parent_invocation_id", "spawned_by_tool_call_id", "status")),
@@ -279,9 +298,9 @@ def record_value(tables: Mapping[str, list[dict[str, Any]]]) -> dict[str, Any]:
 def _unturn(row: Mapping[str, Any]) -> dict[str, Any]:
     return {
         **_pick(row, ("invocation_id", "task_id", "rollout_id", "turn_no", "timestamp")),
-        "question": _unjson(row["question"]),
-        "answer": _unjson(row["answer"]),
-        "reasoning_content": _unjson(row["reasoning_content"]),
+        "question": _unjson(row, "question", "turns"),
+        "answer": _unjson(row, "answer", "turns"),
+        "reasoning_content": _unjson(row, "reasoning_content", "turns"),
         **_pick(row, ("resolved", "step_count")),
         "model_calls": [_unref(ref) for ref in row["model_calls"]],
     }
@@ -293,8 +312,8 @@ def _uncall(row: Mapping[str, Any]) -> dict[str, Any]:
     tokens = ("prompt_tokens", "completion_tokens", "reasoning_tokens", "total_tokens", "cached_tokens")
     return {
         **_pick(row, ("model_call_id", "started_at", "completed_at", "duration_ms")),
-        "request": _unjson(row["request"]),
-        "response": _unjson(row["response"]),
+        "request": _unjson(row, "request", "model_calls"),
+        "response": _unjson(row, "response", "model_calls"),
         "response_metadata": {
             "response_id": row["response_id"],
             "model_ref": _model_ref(row),
@@ -308,4 +327,4 @@ def _uncall(row: Mapping[str, Any]) -> dict[str, Any]:
 def _untool(row: Mapping[str, Any]) -> dict[str, Any]:
     names = ("invocation_id", "tool_call_id", "sandbox_id", "tool_name", "started_at", "completed_at")
     rest = ("duration_ms", "timing_source", "status", "error_type")
-    return {**_pick(row, names), **_pick(row, rest), "output": _unjson(row["output"])}
+    return {**_pick(row, names), **_pick(row, rest), "output": _unjson(row, "output", "tool_calls")}
