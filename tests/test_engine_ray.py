@@ -322,4 +322,4 @@ def test_a_build_of_nothing_leaves_the_output_as_it_was(tmp_path, name):
         reports[engine] = (result.exit_code, result.stderr.replace(str(tmp_path / engine / name), "OUT"))
         assert not (tmp_path / engine / name).exists()
     assert reports["ray"] == reports["local"]
-    assert reports["ray"][0] == 1 and "no trajectory was built; OUT was left as it was" in reports["ray"][1]
+    assert reports["ray"][0] == 1 and "no trajectory was built; OUT was not made" in reports["ray"][1]

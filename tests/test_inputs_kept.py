@@ -68,6 +68,10 @@ def test_an_export_of_nothing_leaves_the_earlier_export(tmp_path, format_):
     assert result.exit_code == 1
     assert f"nothing written: {out} was left as it was" in result.stderr
     assert {p: p.read_bytes() for p in kept} == kept
+    never = tmp_path / "never"
+    result = run_cli("export", bad, "--format", format_, "-o", never)
+    assert result.exit_code == 1 and f"nothing written: {never} was not made" in result.stderr
+    assert not never.exists()
     assert sorted(out.iterdir() if out.is_dir() else [out]) == sorted(p for p in kept if p != report)
 
 

@@ -17,7 +17,14 @@ from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.inputs import refuse_output_among_inputs
 from ng_traj.assemble.pipeline import BuildSummary, build, prepare
 from ng_traj.assemble.run import run_slots
-from ng_traj.cli.common import EXIT_DATA, EXIT_OK, gym_release, refuse_compressed_name, refuse_folder_name
+from ng_traj.cli.common import (
+    EXIT_DATA,
+    EXIT_OK,
+    gym_release,
+    left_alone,
+    refuse_compressed_name,
+    refuse_folder_name,
+)
 from ng_traj.cli.output import Reporter
 from ng_traj.diagnostics import DiagnosticSink, RunError, plural, printable, safe_text
 from ng_traj.io.atomic import STDOUT, AbortWrite, atomic_file, check_file_target, written_path
@@ -300,7 +307,7 @@ def _render(summary: BuildSummary, reporter: Reporter, output: str, code: int) -
     shown = {**data, "diagnostics": reporter.counts()}
     problems = [(named, "nothing usable was built from this input") for named in summary.empty_inputs]
     if not summary.tally.trajectories and output != STDOUT:
-        problems.append((None, f"no trajectory was built; {output} was left as it was"))
+        problems.append((None, f"no trajectory was built; {left_alone(output)}"))
         shown["output"] = f"{data['output']} (not written)"
 
     def text(console) -> None:  # paths as text: their control characters escaped

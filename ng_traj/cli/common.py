@@ -125,6 +125,12 @@ def refuse_compressed_name(output: str) -> None:
         )
 
 
+def left_alone(output: str | Path) -> str:
+    """What became of an output nothing was written to: ``X was left as it was`` when there is one
+    (an earlier run's), ``X was not made`` when there is none."""
+    return f"{output} was left as it was" if os.path.lexists(output) else f"{output} was not made"
+
+
 def refuse_folder_name(output: str, example: str) -> None:
     """Refuse a file output named as a folder (``-o results/``): the name would lose its ``/`` and a
     file named ``results`` would be written, where the user asked for a folder.

@@ -17,6 +17,7 @@ from ng_traj.cli.common import (
     MaxLineBytesOption,
     guarded,
     gym_release,
+    left_alone,
     refuse_compressed_name,
     refuse_folder_name,
 )
@@ -116,7 +117,7 @@ def _run(source: Path, output: str, max_line_bytes: int, output_format: str, lev
         feedback.finish_steps()
     skipped_lines = lines_skipped(sink)
     code = EXIT_DATA if counts.skipped or skipped_lines or sink.errors or not counts.written else EXIT_OK
-    kept = "" if counts.written or source.is_dir() else f" (nothing written: {output} was left as it was)"
+    kept = "" if counts.written or source.is_dir() else f" (nothing written: {left_alone(output)})"
     lines = "" if source.is_dir() else f"{plural(skipped_lines, 'line')} skipped, "  # a dataset has no lines
     line = (
         f"converted {plural(counts.written, 'trajectory', 'trajectories')}: {source} -> {output}{kept}; "

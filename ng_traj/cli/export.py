@@ -18,6 +18,7 @@ from ng_traj.cli.common import (
     RedactOption,
     RedactPatternOption,
     guarded,
+    left_alone,
     redactor,
     refuse_compressed_name,
     refuse_folder_name,
@@ -199,7 +200,7 @@ def _run(
     )
     code = EXIT_DATA if failed else EXIT_LOST if lost else EXIT_OK
     report = report_path(output)
-    written = f"-> {output}; report {report}" if result.written else f"nothing written: {output} was left as it was"
+    written = f"-> {output}; report {report}" if result.written else f"nothing written: {left_alone(output)}"
     line = (
         f"exported {result.written} of {plural(result.read, 'record')} read as {format_} "
         f"({result.count('complete')} complete, {lost} lossy, {result.count('refused')} refused, "
