@@ -52,6 +52,10 @@ def test_schema_check_command_reports_drift(tmp_path):
     assert f"run `ng-traj schema --write --dir {tmp_path}`" in result.stderr
     assert run_cli("schema", "--check", "--write", "--dir", tmp_path).exit_code == 2
     assert (tmp_path / file_name("ng_trajectory")).read_text() == "{}"
+    (tmp_path / file_name("ng_trajectory")).unlink()
+    result = run_cli("schema", "ng_trajectory", "--check", "--dir", tmp_path)
+    assert result.exit_code == 1 and f"missing: {tmp_path / file_name('ng_trajectory')}" in result.stderr
+    assert "out of date" not in result.stderr
 
 
 def _validator(name):

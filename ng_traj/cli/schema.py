@@ -58,7 +58,7 @@ def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
     if not directory.is_dir():
         what = "is not a folder" if directory.exists() else "does not exist"
         raise RunError(f"schema folder {directory} {what}")
-    stale = []
+    stale, missing = [], []
     for each in names:
         target = directory / file_name(each)
         text = render(each)
@@ -66,14 +66,16 @@ def _run(name: str | None, write: bool, check: bool, directory: Path) -> int:
         if current == text:
             continue
         if check:
-            stale.append(str(target))
+            (stale if current is not None else missing).append(str(target))
             continue
         with atomic_file(target) as handle:
             handle.write(text.encode("utf-8"))
         console.print(f"wrote {target}")
-    if stale:
+    if stale or missing:
         again = "ng-traj schema --write" + (f" --dir {directory}" if directory != Path("schemas") else "")
-        console.print(f"[red]out of date:[/] {escape(', '.join(stale))} (run `{escape(again)}`)")
+        for what, paths in (("missing", missing), ("out of date", stale)):
+            if paths:
+                console.print(f"[red]{what}:[/] {escape(', '.join(paths))} (run `{escape(again)}`)")
         return EXIT_DATA
     return EXIT_OK
 
