@@ -736,3 +736,22 @@ def test_export_passes_over_reasoning_whose_text_is_not_a_string(tmp_path):
     (document,) = (tmp_path / "atif").glob("*.json")
     steps = orjson.loads(document.read_bytes())["steps"]
     assert [step.get("reasoning_content") for step in steps if step.get("reasoning_content")] == ["kept"]
+
+
+def test_a_json_document_reader_says_of_the_file_what_is_wrong_with_it(tmp_path):
+    """A JSON Lines file read as one document (``--as opencode``) was ``file:1: truncated_line:
+    unexpected content after document: line 2 ...``; an empty one ``truncated_line: Input is a
+    zero-length, empty document``."""
+    lines, empty = tmp_path / "two.jsonl", tmp_path / "empty.json"
+    lines.write_bytes(b'{"a": 1}\n{"b": 2}\n')
+    empty.write_bytes(b"\n")
+    cut = tmp_path / "cut.json"
+    cut.write_bytes(b'{"info": {"id": "ses_1"')
+    result = run_cli("build", lines, empty, cut, "--as", "opencode", "-o", tmp_path / "out.jsonl")
+    assert "internal error" not in result.stderr
+    assert (
+        f"{lines}: error[invalid_json]: not one JSON document (unexpected content after document: line 2 column 1"
+        in result.stderr
+    )
+    assert f"{empty}: error[invalid_json]: empty: holds no JSON document" in result.stderr
+    assert f"{cut}: error[truncated_line]: not one JSON document (unexpected end of data" in result.stderr

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -411,14 +411,24 @@ def not_an_object(line: JsonLine) -> Diagnostic:
 
 def read_json_file(path: Path, sink: DiagnosticSink) -> Any:
     """The JSON value of a whole ``.json`` file (a lone surrogate repaired, with a warning, as for a
-    line), or ``None`` with an ``unreadable_file`` or ``invalid_json`` error (native readers' JSON
-    documents: Hermes snapshots and stores, OpenCode exports)."""
+    line), or ``None`` with an ``unreadable_file`` error, or an ``invalid_json`` error (``truncated_line``
+    when the text ends early) said of the file, not of a line (native readers' JSON documents: Hermes
+    snapshots and stores, OpenCode exports)."""
     try:
         data = read_regular(path)
     except OSError as exc:
         sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
         return None
-    value, problem = decode_line(data.removeprefix(BOM).strip(), (str(path), 1, 0), at_eof=True)
+    text = data.removeprefix(BOM).strip()
+    if not text:
+        sink.add(Diagnostic("error", "invalid_json", "empty: holds no JSON document", path=str(path)))
+        return None
+    value, problem = decode_line(text, (str(path), 1, 0), at_eof=True)
+    if problem is not None and problem.severity == "error":  # said of the file: orjson's message has the line
+        code = "truncated_line" if "end of data" in problem.message else "invalid_json"
+        problem = replace(
+            problem, code=code, message=f"not one JSON document ({problem.message})", line=None, offset=None
+        )
     if problem is not None:
         sink.add(problem)
     return value
