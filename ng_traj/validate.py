@@ -20,6 +20,7 @@ from ng_traj.contract.revisions import keys_0_7
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.input_kind import CODE as NOT_TRAJECTORIES
 from ng_traj.input_kind import not_trajectories
+from ng_traj.io.files import os_reason
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, JsonLine, deep_dumps, iter_json_lines, not_an_object
 
 PROGRESS_BYTES = 1 << 20
@@ -119,7 +120,7 @@ def validate_file(
                 on_progress(reported := done)
             _validate_line(line, sink, result, name, repeats)
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=name))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, name), path=name))
         result.skipped += 1
         result.unreadable = True
         return result

@@ -320,7 +320,8 @@ def test_a_dangling_or_looping_link_in_a_folder_is_an_unreadable_file_and_the_re
     result = run_cli("validate", folder)
     assert result.exit_code == 1, result.stderr
     assert result.stderr.splitlines()[:2] == [
-        f"{folder / 'dangling.jsonl'}: error[unreadable_file]: No such file or directory",
+        f"{folder / 'dangling.jsonl'}: error[unreadable_file]: No such file or directory (a symbolic link to "
+        "nowhere.jsonl, which does not exist)",
         f"{folder / 'loop.jsonl'}: error[unreadable_file]: Too many levels of symbolic links",
     ]
     assert "internal error" not in result.stderr and ", 1 record, 0 invalid" in result.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, RunError
 from ng_traj.io.compression import CompressedStreamError, is_compressed, logical_name, logical_path, open_input
-from ng_traj.io.files import check_inputs, check_regular, note_regular, resolved
+from ng_traj.io.files import check_inputs, check_regular, note_regular, os_reason, resolved
 from ng_traj.io.lines import BOM, STREAM_INVALID, UTF16_CODE, file_utf16, iter_json_lines
 from ng_traj.sources.capture.store import INCOMPLETE_SUFFIX, CaptureFiles, capture_rollout_id
 from ng_traj.sources.detect import claims, forcible_kinds, skipped_link, walk
@@ -395,7 +395,7 @@ def _classify(
         check_regular(file)
     except OSError as exc:
         inputs.by_kind["unreadable"] += 1
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(file)))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, str(file)), path=str(file)))
         return
     found = claims(file, capture_folders)
     forced = entry.kind if entry is not None and entry.kind in forcible_kinds() else force_kind

@@ -119,6 +119,17 @@ def check_inputs(paths: Iterable[str | Path], what: str = "input") -> None:
             raise RunError(f"cannot read {what} {path}: {problem}")
 
 
+def os_reason(exc: OSError, path: str | Path | None) -> str:
+    """The reason an ``unreadable_file`` diagnostic gives for ``exc``, met opening or reading ``path``:
+    the system's (``Permission denied``, ``Too many levels of symbolic links``), except that a
+    dangling symbolic link names what it links to (``exc.strerror`` alone would say "No such file or
+    directory" of a path that is there)."""
+    if path is not None and exc.errno == errno.ENOENT and os.path.islink(path):
+        with contextlib.suppress(OSError):
+            return f"No such file or directory (a symbolic link to {os.readlink(path)}, which does not exist)"
+    return exc.strerror or str(exc)
+
+
 def _reason(code: int | None, path: str | Path) -> str:
     """The reason :func:`input_problem` gives for the ``errno`` ``code`` a ``stat`` of ``path`` met."""
     if code == errno.ENOENT and os.path.islink(path):

@@ -31,7 +31,7 @@ import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
 from ng_traj.io.compression import CompressedStreamError, open_input
-from ng_traj.io.files import read_regular
+from ng_traj.io.files import os_reason, read_regular
 
 DEFAULT_MAX_LINE_BYTES = 1 << 30
 """Lines longer than 1 GiB are skipped with ``line_too_long``."""
@@ -395,7 +395,7 @@ def read_json_objects(
                 continue
             yield line
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, str(path)), path=str(path)))
 
 
 JSON_TYPES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
@@ -417,7 +417,7 @@ def read_json_file(path: Path, sink: DiagnosticSink) -> Any:
     try:
         data = read_regular(path)
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, str(path)), path=str(path)))
         return None
     text = data.removeprefix(BOM).strip()
     if not text:

@@ -15,6 +15,7 @@ from typing import Any
 
 from ng_traj.diagnostics import Diagnostic
 from ng_traj.io.compression import logical_name, logical_path
+from ng_traj.io.files import os_reason
 from ng_traj.sources import registry  # noqa: F401  (registers the native readers)
 from ng_traj.sources.capture.store import capture_rollout_id
 from ng_traj.sources.native import READERS
@@ -194,7 +195,7 @@ def walk(
 def unreadable(exc: OSError) -> Diagnostic:
     """The ``unreadable_file`` error of a folder :func:`walk` could not list (or a file that could
     not be opened): the system's reason, at the path it names."""
-    return Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(exc.filename))
+    return Diagnostic("error", "unreadable_file", os_reason(exc, exc.filename), path=str(exc.filename))
 
 
 def skipped_link(folder: Path) -> Diagnostic:

@@ -28,6 +28,7 @@ from pydantic import ValidationError
 from ng_traj.contract.capture import ModelCallRecord
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
 from ng_traj.io.compression import logical_name
+from ng_traj.io.files import os_reason
 from ng_traj.io.lines import DEFAULT_MAX_LINE_BYTES, iter_json_lines, not_an_object
 from ng_traj.sources.capture.record import derive_record, is_capture_line, not_capture_line_message
 
@@ -161,7 +162,7 @@ def read_capture_file(
                 continue
             calls.append(CapturedCall(record, line.value, store, path, line.line))
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=path))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, path), path=path))
         raise
     if index < 0:
         sink.add(Diagnostic("warning", "empty_input", "empty capture file: no call captured", path=path))

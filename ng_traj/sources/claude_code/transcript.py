@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
+from ng_traj.io.files import os_reason
 from ng_traj.sources.native import json_objects, scalar_text
 
 MESSAGE_TYPES = frozenset({"user", "assistant", "system"})
@@ -133,5 +134,5 @@ def _objects(path: str | Path, transcript: Transcript, sink: DiagnosticSink) -> 
     try:
         yield from json_objects(path, sink, lambda line: transcript.unparseable.append(f"{name}:{line}"))
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, str(path)), path=str(path)))
         transcript.unreadable = True

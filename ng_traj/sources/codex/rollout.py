@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural
+from ng_traj.io.files import os_reason
 from ng_traj.io.lines import iter_json_lines, not_an_object
 from ng_traj.sources.native import scalar_text
 
@@ -191,7 +192,7 @@ def _values(path: str, sink: DiagnosticSink, rollout: Rollout) -> list[tuple[int
                 continue
             values.append((line.line, line.value))
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=path))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, path), path=path))
     return values
 
 

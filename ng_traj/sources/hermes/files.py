@@ -28,6 +28,7 @@ from typing import Any
 
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink
+from ng_traj.io.files import os_reason
 from ng_traj.io.lines import JsonLine, iter_json_lines, json_text, not_an_object
 from ng_traj.sources.hermes.messages import message_problems
 
@@ -185,7 +186,7 @@ def read_gateway(path: Path, sink: DiagnosticSink) -> SessionForm:
                 form.messages.append(line.value)
                 report_message(line.value, (str(path), line.line, ""), sink)
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, str(path)), path=str(path)))
         form.gaps.append(ObservationGap(code="agent_transcript_unavailable", invocation_id=session, detail=path.name))
     form.local_times = ("timestamp",) if naive else ()
     return form

@@ -27,6 +27,7 @@ from typing import Any
 from ng_traj.contract import ObservationGap
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, plural, quoted
 from ng_traj.io.compression import logical_name
+from ng_traj.io.files import os_reason
 from ng_traj.io.lines import JsonLine, decode_line, iter_json_lines, read_json_file
 from ng_traj.io.spans import read_span, text_copy
 from ng_traj.sources import sqlite_copy
@@ -373,7 +374,7 @@ def _sharegpt_unit(unit: NativeUnit, sink: DiagnosticSink) -> Tree:
     try:
         raw = read_span(path, int(hints["offset"]), int(hints["size"]))
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, str(path)), path=str(path)))
         raw = b"{}"
     value, problem = decode_line(raw.strip(), (str(path), line, int(hints["offset"])), at_eof=not raw.endswith(b"\n"))
     if problem is not None and problem.severity == "error":

@@ -32,6 +32,7 @@ from typing import Any
 import orjson
 
 from ng_traj.diagnostics import Diagnostic, DiagnosticSink, quoted
+from ng_traj.io.files import os_reason
 from ng_traj.sources.lineage import cycle_text, parent_cycles
 from ng_traj.sources.native import joined_ids, json_objects
 from ng_traj.sources.pi.copies import CopyIndex, EntryKeys, content_key, entry_keys, report_copies
@@ -533,5 +534,5 @@ def _objects(path: str | Path, session: Session, sink: DiagnosticSink) -> Iterat
     try:
         yield from json_objects(path, sink, unparseable)
     except OSError as exc:
-        sink.add(Diagnostic("error", "unreadable_file", exc.strerror or str(exc), path=str(path)))
+        sink.add(Diagnostic("error", "unreadable_file", os_reason(exc, str(path)), path=str(path)))
         session.unsupported = "unreadable"
