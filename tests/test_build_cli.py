@@ -929,6 +929,17 @@ def test_an_empty_manifest_is_a_warning(tmp_path, text):
 NOT_A_MANIFEST = "is not a manifest (JSONL or CSV rows of rollout_id, path, kind, run, session_id)"
 
 
+def test_a_csv_manifest_row_with_more_fields_than_its_header_says_they_are_ignored(tmp_path):
+    manifest = tmp_path / "m.csv"
+    manifest.write_text(f"rollout_id,path\n0-0,{RETAINED / 'capture' / '0-0.capture.jsonl'},stray\n")
+    result = run_cli("build", RETAINED, "-o", tmp_path / "out.jsonl", "--manifest", manifest)
+    assert result.exit_code == 0, result.stderr
+    assert (
+        f"{manifest}:2: warning[manifest_column_unknown]: 1 field more than the header's columns (['stray']); ignored"
+        in result.stderr
+    )
+
+
 @pytest.mark.parametrize(
     ("content", "why"),
     [

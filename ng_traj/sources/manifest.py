@@ -105,6 +105,12 @@ def read_manifest(path: Path, sink: DiagnosticSink) -> list[ManifestEntry]:
                 unknown.add(column)
                 message = f"unknown column {quoted(column)} (a manifest has {', '.join(COLUMNS)}); ignored"
                 sink.add(Diagnostic("warning", "manifest_column_unknown", message, path=str(path), line=number))
+        extra = row.get(None)  # type: ignore[call-overload]  # a CSV row's fields beyond its header's
+        if extra:
+            message = (
+                f"{plural(len(extra), 'field')} more than the header's columns ({printable(repr(extra))[:60]}); ignored"
+            )
+            sink.add(Diagnostic("warning", "manifest_column_unknown", message, path=str(path), line=number))
         entry = _entry(row, base)
         problem = _problem(entry, row)
         if problem is not None:
