@@ -278,3 +278,30 @@ def test_slots_share_one_string_per_task_id_and_one_capture_tuple_per_set_of_sto
     captured = [slot for slot in slots if slot.capture]
     assert len(captured) > 2 and all(entry.file == "" for slot in captured for entry in slot.capture)
     assert len({id(slot.capture) for slot in captured}) == len({slot.capture for slot in captured}) == 1
+
+
+def test_the_plan_gives_back_the_slots_it_was_given_in_output_order():
+    """Rows kept as columns come back as the slots they were, ordered with the slots kept whole:
+    rollout id with numbers as numbers, rows before artifacts without one, then run label and line;
+    a slice is a list, and the rows of one rollout id keep their order by line."""
+    from ng_traj.assemble.plan import Plan, Slot, _Row
+    from ng_traj.sources.rollouts.rows import Identity
+
+    planned = Plan()
+    orphan = Slot(Identity("10", "10-0"), None, None, 0, 0, 0, (), (), ("in",))
+    planned.add(orphan)
+    file = ("run", "in/run.jsonl", "run", "run.jsonl")
+    for rollout, line in [("10-0", 3), ("2-1", 1), ("10-0", 2)]:
+        row = _Row(Identity(rollout.split("-")[0], rollout), None, line, 100 * line, 7, ())  # type: ignore[arg-type]
+        planned.add_row(row.identity, file, row, (), ("in",), ())
+    fallback = Identity("unknown", "run.jsonl:9", derived=False, problem="no ids")
+    planned.add_row(fallback, file, _Row(fallback, None, 9, 900, 5, ()), (), ("in",), ())  # type: ignore[arg-type]
+    planned.order({"run": "run"})
+
+    got = [(slot.identity.rollout_id, slot.line, slot.offset) for slot in planned]
+    assert got == [("2-1", 1, 100), ("10-0", 2, 200), ("10-0", 3, 300), ("10-0", 0, 0), ("run.jsonl:9", 9, 900)]
+    assert len(planned) == 5 and planned[3] is orphan and planned[4].identity is fallback
+    assert planned[1] == Slot(
+        Identity("10", "10-0"), "run", "in/run.jsonl", 2, 200, 7, (), (), ("in",), (), "run", "run.jsonl"
+    )
+    assert planned[1:3] == [planned[1], planned[2]] and planned[-1] == planned[4]

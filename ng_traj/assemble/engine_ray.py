@@ -206,7 +206,7 @@ class RayEngine:
 
     def run(
         self,
-        slots: list[Slot],
+        slots: Sequence[Slot],
         options: BuildOptions,
         sink: DiagnosticSink,
         write: Callable[[ChunkResult], Any],

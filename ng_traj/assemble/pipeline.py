@@ -6,14 +6,14 @@ caller decides where bytes go (an atomic file, standard output, a test buffer).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ng_traj.assemble.build import BuildOptions, Encode, encode_line
 from ng_traj.assemble.inputs import Inputs, discover
-from ng_traj.assemble.plan import PlanStats, Slot, plan
+from ng_traj.assemble.plan import Plan, PlanStats, Slot, plan
 from ng_traj.assemble.run import BuildTally, run_slots
 from ng_traj.diagnostics import DiagnosticSink, lines_skipped
 from ng_traj.io.files import resolved_folders
@@ -71,7 +71,7 @@ def prepare(
     exclude: Path | None = None,
     discovered: Callable[[], None] | None = None,
     offer_as: bool = False,
-) -> tuple[Inputs, list[Slot], PlanStats]:
+) -> tuple[Inputs, Plan, PlanStats]:
     """Discover and plan: the slots to build, in output order.
 
     Args:
@@ -94,7 +94,7 @@ def prepare(
 
 def build(
     inputs: Inputs,
-    slots: list[Slot],
+    slots: Sequence[Slot],
     stats: PlanStats,
     options: BuildOptions,
     sink: DiagnosticSink,

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Mapping, Sequence
+from array import array
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
 from pathlib import Path, PurePosixPath
+from typing import overload
 
 from ng_traj.assemble.attribution import (
     Attribution,
@@ -111,6 +113,98 @@ class PlanStats:
     unattributed: list[dict[str, object]] = field(default_factory=list)
 
 
+class Plan(Sequence[Slot]):
+    """The planned slots in output order, the rows' slots held as columns and made when asked for.
+
+    A slot of a rollout row is kept as its ids' strings, a rollouts-file number, its line, offset and
+    size in arrays, and references to its capture, named-input and native-unit tuples (shared between
+    slots where equal): about 100 bytes plus its native units, where a ``Slot`` object with its
+    ``Identity`` and three integers was about 370, and fewer small objects outlive planning (the
+    allocator returns less of planning's memory when they are scattered among its freed ones). The
+    rare slots without a row (capture or sessions alone) are kept as they are. Each access makes a
+    new, equal ``Slot``; a slice gives a list of them.
+    """
+
+    def __init__(self) -> None:
+        self._files: list[tuple[str, str, str, str | None]] = []  # run, path, run label, file label
+        self._file_numbers: dict[tuple[str, str], int] = {}
+        self._tasks: list[str] = []
+        self._rollouts: list[str] = []
+        self._not_derived: dict[int, Identity] = {}  # rows identified by file and line
+        self._file = array("l")
+        self._where = array("q")  # line, offset and size of each row
+        self._capture: list[tuple[CaptureFiles, ...]] = []
+        self._named: list[tuple[str, ...]] = []
+        self._native: list[tuple[NativeUnit, ...]] = []
+        self._others: list[Slot] = []
+        self._order = array("q")  # >= 0: a row's column; < 0: ~ its position in ``_others``
+
+    def add(self, slot: Slot) -> None:
+        """Plan ``slot`` as it is (a trajectory without a row)."""
+        self._order.append(~len(self._others))
+        self._others.append(slot)
+
+    def add_row(
+        self,
+        identity: Identity,
+        file: tuple[str, str, str, str | None],
+        row: _Row,
+        capture: tuple[CaptureFiles, ...],
+        named: tuple[str, ...],
+        native: tuple[NativeUnit, ...],
+    ) -> None:
+        """Plan the slot of a rollout row: ``file`` is (run, rollouts file, run label, file label)."""
+        number = self._file_numbers.setdefault(file[:2], len(self._files))
+        if number == len(self._files):
+            self._files.append(file)
+        column = len(self._rollouts)
+        if not identity.derived:
+            self._not_derived[column] = identity
+        self._tasks.append(identity.task_id)
+        self._rollouts.append(identity.rollout_id)
+        self._file.append(number)
+        self._where.extend((row.line, row.offset, row.size))
+        self._capture.append(capture)
+        self._named.append(named)
+        self._native.append(native)
+        self._order.append(column)
+
+    def order(self, labels: Mapping[str, str]) -> None:
+        """Put the slots in output order (:meth:`Slot.sort_key`; ties keep the order they were added in)."""
+
+        def key(entry: int) -> tuple[object, ...]:
+            if entry < 0:
+                return self._others[~entry].sort_key(labels)
+            run_label = self._files[self._file[entry]][2]
+            return (natural_key(self._rollouts[entry]), 0, run_label, self._where[3 * entry])
+
+        self._order = array("q", sorted(self._order, key=key))
+
+    def _slot(self, entry: int) -> Slot:
+        if entry < 0:
+            return self._others[~entry]
+        identity = self._not_derived.get(entry) or Identity(self._tasks[entry], self._rollouts[entry])
+        run, path, run_label, file_label = self._files[self._file[entry]]
+        line, offset, size = self._where[3 * entry : 3 * entry + 3]
+        capture, named, native = self._capture[entry], self._named[entry], self._native[entry]
+        return Slot(identity, run, path, line, offset, size, capture, (), named, native, run_label, file_label)
+
+    def __len__(self) -> int:
+        return len(self._order)
+
+    @overload
+    def __getitem__(self, index: int) -> Slot: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Slot]: ...
+    def __getitem__(self, index: int | slice) -> Slot | list[Slot]:
+        if isinstance(index, slice):
+            return [self._slot(entry) for entry in self._order[index]]
+        return self._slot(self._order[index])
+
+    def __iter__(self) -> Iterator[Slot]:
+        return map(self._slot, self._order)
+
+
 @dataclass(slots=True)
 class _Row:
     identity: Identity
@@ -195,7 +289,7 @@ def _index_row(
 
 def plan(
     inputs: Inputs, sink: DiagnosticSink, *, max_line_bytes: int, manifest: Sequence[ManifestEntry] = ()
-) -> tuple[list[Slot], PlanStats]:
+) -> tuple[Plan, PlanStats]:
     """Index every rollout row, capture artifact and native session unit; return slots in output order."""
     stats = PlanStats()
     strings: dict[str, str] = {}  # one string per task id and rollout id of the rows
@@ -230,10 +324,9 @@ def plan(
         empty=not attached and not orphans,
     )
     native = _attribute_units(inputs, index, list(manifest), captured, stats, sink)
-    slots = [
-        _orphan(inputs, index, rollout, files, runs, native.get(("capture", rollout), []), stats, sink)
-        for rollout, (files, runs) in orphans.items()
-    ]
+    planned = Plan()
+    for rollout, (files, runs) in orphans.items():
+        planned.add(_orphan(inputs, index, rollout, files, runs, native.get(("capture", rollout), []), stats, sink))
     shared: dict[tuple[str, ...], tuple[str, ...]] = {}  # one tuple per distinct set of named inputs
     file_labels: dict[tuple[str, str], str] = {}
     rows.reverse()
@@ -245,14 +338,16 @@ def plan(
         named = (row.file.named, *(inputs.named_for(key[0], f) for f in capture), *_unit_named(inputs, units))
         named = tuple(sorted(set(named)))
         named = shared.setdefault(named, named)
-        location = (str(row.file.path), row.line, row.offset, row.size)
+        path = str(row.file.path)
         label = index.labels.get(row.file.run, row.file.run)
-        file_label = _file_label(label, location[0], file_labels)
-        slots.append(Slot(row.identity, row.file.run, *location, capture, (), named, units, label, file_label))
+        planned.add_row(
+            row.identity, (row.file.run, path, label, _file_label(label, path, file_labels)), row, capture, named, units
+        )
     own: list[Slot] = native.get(("own",), [])  # type: ignore[assignment]
-    slots.extend(_separate_repeated_sessions(own, sink))
-    slots.sort(key=lambda slot: slot.sort_key(index.labels))
-    return slots, stats
+    for slot in _separate_repeated_sessions(own, sink):
+        planned.add(slot)
+    planned.order(index.labels)
+    return planned, stats
 
 
 def _file_label(label: str, path: str, file_labels: dict[tuple[str, str], str]) -> str:

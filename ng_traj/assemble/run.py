@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import gc
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,7 +65,7 @@ def _origin(slot: Slot) -> str:
 
 
 def run_slots(
-    slots: list[Slot],
+    slots: Sequence[Slot],
     options: BuildOptions,
     sink: DiagnosticSink,
     write: Callable[[Any], Any],
@@ -96,7 +96,7 @@ def run_slots(
 
 @contextlib.contextmanager
 def _assembled(
-    slots: list[Slot], options: BuildOptions, sink: DiagnosticSink, encode: Encode, jobs: int
+    slots: Sequence[Slot], options: BuildOptions, sink: DiagnosticSink, encode: Encode, jobs: int
 ) -> Iterator[Iterator[tuple[Slot, Outcome]]]:
     """``(slot, outcome)`` in slot order, assembled here or in ``jobs`` workers (stopped when the block ends)."""
     if jobs > 1:
