@@ -266,7 +266,8 @@ def test_a_capture_file_named_directly_keeps_its_text(tmp_path, monkeypatch):
 
 def test_slots_share_one_string_per_task_id_and_one_capture_tuple_per_set_of_stores(small_corpus):
     """Held for every rollout until the build ends: the rollouts of one task share their task id's
-    string, and the rollouts whose capture files are their stores' own share one tuple of entries."""
+    string, the rollouts whose capture files are their stores' own share one tuple of entries, and
+    native units their equal hints."""
     from ng_traj.assemble.pipeline import prepare
 
     _, slots, _ = prepare([small_corpus], DiagnosticSink(lambda diagnostic: None), max_line_bytes=1 << 24)
@@ -278,6 +279,9 @@ def test_slots_share_one_string_per_task_id_and_one_capture_tuple_per_set_of_sto
     captured = [slot for slot in slots if slot.capture]
     assert len(captured) > 2 and all(entry.file == "" for slot in captured for entry in slot.capture)
     assert len({id(slot.capture) for slot in captured}) == len({slot.capture for slot in captured}) == 1
+    hints = [hint for slot in slots for unit in slot.native for hint in unit.hints]
+    assert len(hints) > len(set(hints))  # OpenClaw trees of one mode and root key, so the sharing is tested
+    assert len({id(hint) for hint in hints}) == len(set(hints))
 
 
 def test_the_plan_gives_back_the_slots_it_was_given_in_output_order():

@@ -514,18 +514,22 @@ def _attribute_units(
     Takes each reader's files out of ``inputs.native`` (which ``Inputs.planned`` empties anyway).
     """
     targets: dict[tuple[str, ...], Sequence] = {}
+    shared_hints: dict[tuple[str, str], tuple[str, str]] = {}
     for name in sorted(inputs.native):
         files = inputs.native.pop(name)  # a reader's files are dropped once it has indexed them, not kept for the next
         files.sort(key=path_order)  # as text, in the order their Path objects would sort
 
         def placed(unit: NativeUnit) -> tuple[NativeUnit, Attribution]:
             """Where ``unit`` goes, and the unit without its response ids and folder names (attributed:
-            kept lean per slot), decided as the reader makes it (reports nothing: ``index_units``)."""
+            kept lean per slot), its hints shared with other units' equal ones (an OpenClaw tree's
+            mode and root key are most units' alike), decided as the reader makes it (reports
+            nothing: ``index_units``)."""
             where = attribute(unit, index, manifest, captured, _tool_sets)
             if where.row is not None and where.row in index.repeated:
                 gap = ObservationGap(code="rollout_attribution_ambiguous", detail=f"rows={where.row[0]}")
                 where = Attribution(gap=gap, reason=f"rollout {where.row[0]} is on several rows of {where.row[1]}")
-            return replace(unit, response_ids=(), folders=(), scan_ids=None), where
+            hints = tuple(shared_hints.setdefault(hint, hint) for hint in unit.hints)
+            return replace(unit, response_ids=(), folders=(), scan_ids=None, hints=hints), where
 
         decided = index_units(name, files, sink, placed)
         forget_regular(files)
