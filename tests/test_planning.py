@@ -297,9 +297,9 @@ def test_the_plan_gives_back_the_slots_it_was_given_in_output_order():
     file = ("run", "in/run.jsonl", "run", "run.jsonl")
     for rollout, line in [("10-0", 3), ("2-1", 1), ("10-0", 2)]:
         row = _Row(Identity(rollout.split("-")[0], rollout), None, line, 100 * line, 7, ())  # type: ignore[arg-type]
-        planned.add_row(row.identity, file, row, (), ("in",), ())
+        planned.add_row(row, file, (), ("in",), ())
     fallback = Identity("unknown", "run.jsonl:9", derived=False, problem="no ids")
-    planned.add_row(fallback, file, _Row(fallback, None, 9, 900, 5, ()), (), ("in",), ())  # type: ignore[arg-type]
+    planned.add_row(_Row(fallback, None, 9, 900, 5, ()), file, (), ("in",), ())  # type: ignore[arg-type]
     planned.order({"run": "run"})
 
     got = [(slot.identity.rollout_id, slot.line, slot.offset) for slot in planned]

@@ -118,11 +118,10 @@ class Plan(Sequence[Slot]):
 
     A slot of a rollout row is kept as its ids' strings, a rollouts-file number, its line, offset and
     size in arrays, and references to its capture, named-input and native-unit tuples (shared between
-    slots where equal): about 100 bytes plus its native units, where a ``Slot`` object with its
-    ``Identity`` and three integers was about 370, and fewer small objects outlive planning (the
-    allocator returns less of planning's memory when they are scattered among its freed ones). The
-    rare slots without a row (capture or sessions alone) are kept as they are. Each access makes a
-    new, equal ``Slot``; a slice gives a list of them.
+    slots where equal): about 210 bytes a rollout less than a ``Slot`` object with its ``Identity``
+    and three integers (tracemalloc, the benchmark corpus). The rare slots without a row (capture or
+    sessions alone) are kept as they are. Each access makes a new, equal ``Slot``; a slice gives a
+    list of them.
     """
 
     def __init__(self) -> None:
@@ -146,14 +145,14 @@ class Plan(Sequence[Slot]):
 
     def add_row(
         self,
-        identity: Identity,
-        file: tuple[str, str, str, str | None],
         row: _Row,
+        file: tuple[str, str, str, str | None],
         capture: tuple[CaptureFiles, ...],
         named: tuple[str, ...],
         native: tuple[NativeUnit, ...],
     ) -> None:
         """Plan the slot of a rollout row: ``file`` is (run, rollouts file, run label, file label)."""
+        identity = row.identity
         number = self._file_numbers.setdefault(file[:2], len(self._files))
         if number == len(self._files):
             self._files.append(file)
@@ -340,9 +339,7 @@ def plan(
         named = shared.setdefault(named, named)
         path = str(row.file.path)
         label = index.labels.get(row.file.run, row.file.run)
-        planned.add_row(
-            row.identity, (row.file.run, path, label, _file_label(label, path, file_labels)), row, capture, named, units
-        )
+        planned.add_row(row, (row.file.run, path, label, _file_label(label, path, file_labels)), capture, named, units)
     own: list[Slot] = native.get(("own",), [])  # type: ignore[assignment]
     for slot in _separate_repeated_sessions(own, sink):
         planned.add(slot)
