@@ -618,3 +618,22 @@ def test_a_record_leaving_out_the_fields_the_contract_defaults_exports_as_if_it_
         outputs.append((result.exit_code, result.stderr.replace(name, "-"), [path.read_bytes() for path in written]))
     assert outputs[0] == outputs[1]
     assert "exported" in outputs[0][1] and "skipped as invalid" not in outputs[0][1].replace("0 skipped as invalid", "")
+
+
+def test_a_time_outside_the_years_iso_8601_holds_is_reported_lost_and_the_others_exported(tmp_path):
+    """A turn's ``timestamp`` or a model call's ``started_at`` in milliseconds (year 58566) cannot be
+    ISO-8601 text: the step has no timestamp and the loss is reported (exit 3), where the export
+    stopped with nothing written."""
+    late = with_rollout_id("7-0")
+    for entry in [*late["turns"], *late["model_calls"]]:
+        entry["timestamp" if "timestamp" in entry else "started_at"] *= 1000
+    records = [late, with_rollout_id("7-1")]
+    result, out = _export(tmp_path, write_jsonl(tmp_path / "t.jsonl", *records))
+    assert result.exit_code == 3
+    documents = _documents(out)
+    assert sorted(documents) == ["7-0.json", "7-1.json"]
+    assert not any("timestamp" in step for step in documents["7-0.json"]["steps"] if step["source"] == "agent")
+    assert any("timestamp" in step for step in documents["7-1.json"]["steps"] if step["source"] == "agent")
+    report = orjson.loads((tmp_path / "atif.completeness.json").read_bytes())
+    lost = {entry["rollout_id"]: [e["what"] for e in entry["lost"]] for entry in report["rollouts"]}
+    assert lost["7-0"] == ["times outside the years 1-9999"] and lost["7-1"] == []

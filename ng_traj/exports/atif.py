@@ -322,7 +322,7 @@ class _Builder:
             )
             calls = self.calls.resolve_all(turn.get("model_calls") or ())
             step = self._agent_step(invocation_id, reasoning_items + answer, outputs, calls)
-            step["timestamp"] = iso_time(turn["timestamp"])
+            self._stamp(step, turn["timestamp"])
             step.setdefault("extra", {}).setdefault("ng_traj", {})["turn"] = without_nulls(
                 {"turn_no": turn["turn_no"], "step_count": turn.get("step_count"), "resolved": turn.get("resolved")}
             )
@@ -382,6 +382,14 @@ class _Builder:
                     "non-text content parts", 1, "ATIF media parts need a file path: replaced by a text placeholder"
                 )
         return parts
+
+    def _stamp(self, step: dict[str, Any], seconds: float) -> None:
+        """Set the step's ``timestamp``, or report the time lost when ISO-8601 cannot hold it."""
+        text = iso_time(seconds)
+        if text is None:
+            self.report.lose("times outside the years 1-9999", 1, "the step has no timestamp")
+        else:
+            step["timestamp"] = text
 
     def _agent_step(
         self,
@@ -449,7 +457,7 @@ class _Builder:
             step["llm_call_count"] = len(chosen)
             started = [call["started_at"] for call in chosen if call.get("started_at") is not None]
             if started:
-                step["timestamp"] = iso_time(min(started))
+                self._stamp(step, min(started))
         ng: dict[str, Any] = {}
         if chosen:
             ng["model_calls"] = [without_nulls(call) for call in chosen]

@@ -144,9 +144,16 @@ def without_nulls(value: Any) -> Any:
     return value
 
 
-def iso_time(seconds: float) -> str:
-    """A UTC epoch time in seconds as ISO-8601 with ``Z``; microseconds only when non-zero."""
-    moment = datetime.fromtimestamp(seconds, UTC)
+def iso_time(seconds: float) -> str | None:
+    """A UTC epoch time in seconds as ISO-8601 with ``Z``; microseconds only when non-zero.
+
+    ``None`` when the time is outside the years 1 to 9999, which ISO-8601 text of this form cannot
+    hold (a time in milliseconds where seconds are expected, say): the caller reports the loss.
+    """
+    try:
+        moment = datetime.fromtimestamp(seconds, UTC)
+    except (OverflowError, OSError, ValueError):
+        return None
     text = moment.strftime("%Y-%m-%dT%H:%M:%S")
     if moment.microsecond:
         text += f".{moment.microsecond:06d}"
