@@ -785,6 +785,9 @@ def test_a_file_output_named_as_a_folder_is_refused_and_a_folder_output_may_end_
             f"file, such as {tmp_path}/results/{example}, or drop the / to write the file {tmp_path}/results\n"
         )
     assert set(tmp_path.iterdir()) == made
+    (tmp_path / "results").mkdir()  # a folder of that name: dropping the / would name it, so not suggested
+    result = run_cli("build", RETAINED, "-o", f"{tmp_path}/results/")
+    assert result.exit_code == 2 and result.stderr.endswith(f"such as {tmp_path}/results/out.jsonl\n"), result.stderr
 
 
 @pytest.mark.parametrize(

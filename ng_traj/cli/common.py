@@ -140,13 +140,14 @@ def refuse_folder_name(output: str, example: str) -> None:
         example: A file name to suggest inside it (``out.jsonl``).
 
     Raises:
-        RunError: ``output`` ends in ``/``.
+        RunError: ``output`` ends in ``/`` (dropping it is suggested unless a folder has that name).
     """
     if output.endswith(os.sep) or (os.altsep is not None and output.endswith(os.altsep)):
         folder = output.rstrip(os.sep + (os.altsep or ""))
         raise RunError(
             f"-o {output} names a folder (it ends in {os.sep}), and this output is one file: name the file, "
-            f"such as {output}{example}" + (f", or drop the {os.sep} to write the file {folder}" if folder else "")
+            f"such as {output}{example}"
+            + (f", or drop the {os.sep} to write the file {folder}" if folder and not os.path.isdir(folder) else "")
         )
 
 
